@@ -1,0 +1,81 @@
+# venus-recipe: `make pipeline` and `make test` bootstrap the environments on first use, then run.
+# A second call reinstalls nothing unless pyproject.toml or a lock file changed (stamp files below).
+
+PYTHON  ?= python3
+VENV    := .venv
+UVENV   := .venv-unsloth
+PROFILE ?= smoke
+PARAMS  ?= params/$(PROFILE).yaml
+PYTEST_ARGS ?=
+
+# Nothing is ever downloaded from a model hub: the offline profiles build their model locally.
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export HF_DATASETS_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+export PYTHONUNBUFFERED := 1
+export UNSLOTH_DISABLE_STATS := 1
+
+.PHONY: help setup setup-unsloth pipeline test test-core test-unsloth lab gpu bench clean-runs
+
+help:
+	@echo "make pipeline   run all notebooks on the offline default (PROFILE=smoke|cpu|paper|colab)"
+	@echo "make test       run the test suite (default environment + the Unsloth CPU environment)"
+	@echo "make lab        open JupyterLab on notebooks/"
+	@echo "make gpu        build .venv from the GPU lock (CUDA torch, vLLM, Unsloth) on a GPU machine"
+	@echo "make bench      run the benchmark scripts"
+
+# --- environments -----------------------------------------------------------------------------------------
+# Default CPU environment: the package with its pinned dependencies, constrained by the full lock.
+$(VENV)/.stamp-cpu: pyproject.toml requirements/cpu.lock
+	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install -q --upgrade pip
+	$(VENV)/bin/python -m pip install -q -c requirements/cpu.lock -e '.[test]'
+	@rm -f $(VENV)/.stamp-*
+	@touch $@
+
+# Unsloth CPU environment, only for the Unsloth smoke tests (see requirements/unsloth-cpu.txt for why).
+$(UVENV)/.stamp: requirements/unsloth-cpu.txt pyproject.toml
+	@test -x $(UVENV)/bin/python || $(PYTHON) -m venv $(UVENV)
+	$(UVENV)/bin/python -m pip install -q --upgrade pip
+	$(UVENV)/bin/python -m pip install -q torch==2.13.0
+	$(UVENV)/bin/python -m pip install -q -r requirements/unsloth-cpu.txt torchvision==0.28.0
+	$(UVENV)/bin/python -m pip uninstall -q -y torchvision
+	$(UVENV)/bin/python -m pip install -q --no-deps -e .
+	@touch $@
+
+setup: $(VENV)/.stamp-cpu
+setup-unsloth: $(UVENV)/.stamp
+
+# GPU machine: replace the default environment by the GPU lock (CUDA torch, vLLM, Unsloth).
+gpu:
+	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install -q --upgrade pip
+	$(VENV)/bin/python -m pip install -q -r requirements/gpu.txt
+	$(VENV)/bin/python -m pip install -q --no-deps -e .
+	@rm -f $(VENV)/.stamp-*
+	@touch $(VENV)/.stamp-gpu
+
+# On a GPU environment (made by `make gpu`) the CPU stamp is absent: keep that environment, do not rebuild.
+ENV_STAMP = $(if $(wildcard $(VENV)/.stamp-gpu),$(VENV)/.stamp-gpu,$(VENV)/.stamp-cpu)
+
+# --- what users run ---------------------------------------------------------------------------------------
+pipeline: $(ENV_STAMP)
+	$(VENV)/bin/python -m venus_utils.pipeline --params $(PARAMS) $(PIPELINE_ARGS)
+
+test: test-core test-unsloth
+
+test-core: $(ENV_STAMP)
+	$(VENV)/bin/python -m pytest -m "not unsloth" $(PYTEST_ARGS)
+
+test-unsloth: $(UVENV)/.stamp
+	$(UVENV)/bin/python -m pytest -m unsloth -p no:cacheprovider $(PYTEST_ARGS)
+
+lab: $(ENV_STAMP)
+	$(VENV)/bin/jupyter lab notebooks/
+
+bench: $(ENV_STAMP)
+	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(VENV)/bin/python $$b || exit 1; done
+
+clean-runs:
+	rm -rf runs/

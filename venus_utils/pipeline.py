@@ -1,0 +1,199 @@
+"""Run the numbered notebooks in order with Papermill.
+
+    python -m venus_utils.pipeline --params params/smoke.yaml [--out runs/smoke] [--only 01,03] [--resume]
+
+Each notebook ``notebooks/NN_stage.ipynb`` is executed into ``<out>/NN_stage/NN_stage.ipynb`` with the
+parameters of its profile section (see :mod:`venus_utils.config`) plus ``run_dir``, ``stage_dir`` and
+``profile``.  The run stops at the first failing notebook, naming the notebook and the cell.  With
+``--resume`` a stage is skipped when its ``summary.json`` is newer than the notebook, the profile file and
+every earlier stage's summary, and its parameters are unchanged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .config import ConfigError, Profile, load_profile, notebook_params
+from .io import write_json
+from .paths import NOTEBOOKS_DIR, REPO_ROOT
+from .stage import SUMMARY, resolve_run_dir
+
+PARAMS_RECORD = ".params.json"
+
+
+class StageFailed(RuntimeError):
+    """A notebook raised; the message names the notebook, the cell and the error."""
+
+
+@dataclass
+class StageResult:
+    stage: str
+    status: str  # "ran" | "skipped"
+    seconds: float
+    output: Path
+
+
+def discover_notebooks(notebooks_dir: Path = NOTEBOOKS_DIR) -> list[Path]:
+    """The numbered notebooks, in reading (and dependency) order."""
+    return sorted(p for p in notebooks_dir.glob("[0-9][0-9]_*.ipynb") if not p.name.startswith("."))
+
+
+def select(notebooks: list[Path], only: str | None) -> list[Path]:
+    if not only:
+        return notebooks
+    wanted = [w.strip() for w in only.split(",") if w.strip()]
+    chosen = [nb for nb in notebooks if any(nb.stem == w or nb.stem[:2] == w.zfill(2) for w in wanted)]
+    missing = [w for w in wanted if not any(nb.stem == w or nb.stem[:2] == w.zfill(2) for nb in notebooks)]
+    if missing:
+        raise ConfigError(f"--only names unknown stages {missing}; available: {[nb.stem for nb in notebooks]}")
+    return chosen
+
+
+def declared_parameters(notebook: Path) -> set[str]:
+    import papermill
+
+    return set(papermill.inspect_notebook(str(notebook)).keys())
+
+
+def _params_digest(params: dict) -> str:
+    return hashlib.sha256(json.dumps(params, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def is_up_to_date(stage_dir: Path, notebook: Path, profile_path: Path, earlier: list[Path], params: dict) -> bool:
+    """True when the stage's outputs are newer than its inputs and were made with the same parameters."""
+    summary = stage_dir / SUMMARY
+    record = stage_dir / PARAMS_RECORD
+    if not summary.exists() or not record.exists():
+        return False
+    try:
+        if json.loads(record.read_text())["digest"] != _params_digest(params):
+            return False
+    except (ValueError, KeyError):
+        return False
+    made = summary.stat().st_mtime
+    inputs = [notebook, profile_path] + [d / SUMMARY for d in earlier if (d / SUMMARY).exists()]
+    return all(made >= p.stat().st_mtime for p in inputs)
+
+
+def _failure_message(notebook: Path, output: Path, exc: Exception) -> str:
+    cell = getattr(exc, "cell_index", None)
+    exec_count = getattr(exc, "exec_count", None)
+    ename = getattr(exc, "ename", type(exc).__name__)
+    evalue = getattr(exc, "evalue", str(exc))
+    source = ""
+    try:
+        import nbformat
+
+        nb = nbformat.read(output, as_version=4)
+        if cell is not None and 0 <= cell < len(nb.cells):
+            source = nb.cells[cell].source.strip().splitlines()[0][:100]
+    except Exception:  # the output notebook may not exist if the kernel never started
+        pass
+    where = f"cell {cell}" if cell is not None else "an unknown cell"
+    if exec_count is not None:
+        where += f" (execution count {exec_count})"
+    if source:
+        where += f", starting `{source}`"
+    return f"notebook {notebook.name} failed in {where}: {ename}: {evalue}\n  executed notebook: {output}"
+
+
+def run_pipeline(
+    params_path: str | Path,
+    out: str | Path | None = None,
+    only: str | None = None,
+    resume: bool = False,
+    notebooks_dir: Path = NOTEBOOKS_DIR,
+    kernel_name: str = "python3",
+    progress: bool = True,
+    log_output: bool = False,
+) -> list[StageResult]:
+    import papermill
+    from tqdm.auto import tqdm
+
+    profile: Profile = load_profile(params_path)
+    run_dir = resolve_run_dir(out or f"runs/{profile.name}").resolve()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    all_notebooks = discover_notebooks(notebooks_dir)
+    if not all_notebooks:
+        raise ConfigError(f"no numbered notebooks found in {notebooks_dir}")
+    chosen = select(all_notebooks, only)
+
+    # Resolve every stage's parameters before running anything, so a typo fails in seconds, not after
+    # an hour of training.
+    plans = []
+    for nb in chosen:
+        declared = declared_parameters(nb)
+        params = notebook_params(profile, nb.stem, declared)
+        stage_dir = run_dir / nb.stem
+        injected = {"run_dir": str(run_dir), "stage_dir": str(stage_dir), "profile": profile.name}
+        params.update({k: v for k, v in injected.items() if k in declared})
+        plans.append((nb, stage_dir, params))
+    unknown_sections = sorted(set(profile.sections) - {nb.stem for nb in all_notebooks})
+    if unknown_sections:
+        raise ConfigError(f"{profile.path}: sections {unknown_sections} match no notebook in {notebooks_dir}")
+
+    results: list[StageResult] = []
+    bar = tqdm(plans, desc=f"pipeline [{profile.name}]", unit="stage", disable=not progress)
+    for nb, stage_dir, params in bar:
+        bar.set_postfix_str(nb.stem)
+        earlier = [run_dir / other.stem for other in all_notebooks if other.stem < nb.stem]
+        output = stage_dir / nb.name
+        if resume and is_up_to_date(stage_dir, nb, Path(params_path), earlier, params):
+            results.append(StageResult(nb.stem, "skipped", 0.0, output))
+            tqdm.write(f"[skip] {nb.stem}: outputs are up to date")
+            continue
+        stage_dir.mkdir(parents=True, exist_ok=True)
+        # A stale summary must not survive a failed re-run.
+        (stage_dir / SUMMARY).unlink(missing_ok=True)
+        (stage_dir / PARAMS_RECORD).unlink(missing_ok=True)
+        t0 = time.perf_counter()
+        try:
+            papermill.execute_notebook(
+                str(nb),
+                str(output),
+                parameters=params,
+                kernel_name=kernel_name,
+                cwd=str(stage_dir),
+                progress_bar=False,
+                log_output=log_output,
+            )
+        except Exception as exc:  # PapermillExecutionError and kernel start-up failures alike
+            raise StageFailed(_failure_message(nb, output, exc)) from exc
+        if not (stage_dir / SUMMARY).exists():
+            raise StageFailed(f"notebook {nb.name} ran but wrote no {SUMMARY} in {stage_dir} (call stage.finish())")
+        write_json(stage_dir / PARAMS_RECORD, {"digest": _params_digest(params), "params": params})
+        seconds = time.perf_counter() - t0
+        results.append(StageResult(nb.stem, "ran", seconds, output))
+        tqdm.write(f"[done] {nb.stem} in {seconds:.1f}s -> {stage_dir}")
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m venus_utils.pipeline", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--params", required=True, help="profile YAML, e.g. params/smoke.yaml")
+    parser.add_argument("--out", default=None, help="run folder (default runs/<profile>)")
+    parser.add_argument("--only", default=None, help="comma-separated stage numbers or names, e.g. 01,03")
+    parser.add_argument("--resume", action="store_true", help="skip stages whose outputs are up to date")
+    parser.add_argument("--kernel", default="python3", help="Jupyter kernel name (default python3)")
+    parser.add_argument("--log-output", action="store_true", help="stream notebook output to this terminal")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    try:
+        results = run_pipeline(args.params, args.out, args.only, args.resume, kernel_name=args.kernel, log_output=args.log_output)
+    except (ConfigError, StageFailed) as exc:
+        print(f"pipeline stopped: {exc}", file=sys.stderr)
+        return 1
+    ran = sum(r.status == "ran" for r in results)
+    print(f"pipeline finished: {ran} stage(s) ran, {len(results) - ran} skipped")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,197 @@
+"""The DR-Venus conversation protocol, in one place.
+
+Every stage speaks it: the cleaner writes it, the tiny model's tokenizer is trained on it, the agent loop
+parses it, IGPO's format checker grades it.  Keep one implementation of each piece here and import it.
+
+- system prompt: the DR-Venus deep-research prompt with the Qwen tool section (``<tools>`` JSON schemas,
+  one per line) and an optional ``Current date:`` line;
+- assistant tool turn: ``<think>\\n{reasoning}\\n</think>\\n<tool_call>\\n{json}\\n</tool_call>``;
+- tool result: a *user* message ``<tool_response>\\n{body}\\n</tool_response>``;
+- final turn: ``<think>\\n{reasoning}\\n</think>\\n<answer>\\n{answer}\\n</answer>``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+TOOL_CALL_OPEN, TOOL_CALL_CLOSE = "<tool_call>", "</tool_call>"
+TOOL_RESPONSE_OPEN, TOOL_RESPONSE_CLOSE = "<tool_response>", "</tool_response>"
+ANSWER_OPEN, ANSWER_CLOSE = "<answer>", "</answer>"
+ANSWER_SPLIT = "<|answer_split|>"  # separates aliases in reward_model.ground_truth
+
+DEFAULT_DATE = "2026-03-01"  # the date of every DR-Venus example and of its RL / inference prompts
+
+_FLAGS = re.DOTALL | re.IGNORECASE
+THINK_RE = re.compile(r"<think>(.*?)</think>", _FLAGS)
+TOOL_CALL_RE = re.compile(r"<tool_call>(.*?)</tool_call>", _FLAGS)
+ANSWER_RE = re.compile(r"<answer>(.*?)</answer>", _FLAGS)
+TOOL_RESPONSE_RE = re.compile(r"<tool_response>(.*?)</tool_response>", _FLAGS)
+
+SEARCH_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "search",
+        "description": "Perform Google web searches then returns a string of the top search results. Accepts multiple queries.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "query": {
+                    "type": "array",
+                    "items": {"type": "string", "description": "The search query."},
+                    "minItems": 1,
+                    "description": "The list of search queries.",
+                }
+            },
+            "required": ["query"],
+        },
+    },
+}
+
+VISIT_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "visit",
+        "description": "Visit webpage(s) and return the summary of the content.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "url": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "description": "The URL(s) of the webpage(s) to visit. Can be a single URL or an array of URLs.",
+                },
+                "goal": {"type": "string", "description": "The specific information goal for visiting webpage(s)."},
+            },
+            "required": ["url", "goal"],
+        },
+    },
+}
+
+TOOLS = (SEARCH_TOOL, VISIT_TOOL)
+TOOL_NAMES = tuple(t["function"]["name"] for t in TOOLS)
+
+_PROMPT_HEAD = (
+    "You are a deep research assistant. Your core function is to conduct thorough, multi-source investigations into "
+    "any topic. You must handle both broad, open-domain inquiries and queries within specialized academic fields. For "
+    "each user request, you must actively seek out and **cross-check information** from credible and diverse sources, "
+    "then integrate the findings into a response that is comprehensive, accurate, well-structured, and objective. When "
+    "you have gathered sufficient information and are ready to provide the definitive response, you must enclose the "
+    "entire final answer in `<answer></answer>` tags."
+)
+_TOOLS_INTRO = (
+    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+    "You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n"
+)
+_TOOLS_OUTRO = (
+    "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
+    "<tool_call></tool_call> XML tags:\n<tool_call>\n"
+    '{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call>'
+)
+
+
+def system_prompt(current_date: str | None = None, tools: tuple[dict, ...] | list[dict] = TOOLS) -> str:
+    """The DR-Venus system prompt; byte-identical to the system message of DR-Venus's SFT examples.
+
+    With ``current_date`` the prompt ends with ``"\\n\\nCurrent date: {date}\\n"`` (the trailing newline is
+    DR-Venus's); without it the prompt ends after ``</tool_call>``.
+    """
+    schemas = "\n".join(json.dumps(tool, ensure_ascii=False) for tool in tools)
+    base = f"{_PROMPT_HEAD}\n\n{_TOOLS_INTRO}{schemas}{_TOOLS_OUTRO}"
+    return f"{base}\n\nCurrent date: {current_date}\n" if current_date else base
+
+
+def render_tool_call(name: str, arguments: dict[str, Any]) -> str:
+    """The JSON body of a ``<tool_call>``: ``{"name": ..., "arguments": {...}}`` with spaced separators."""
+    return json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)
+
+
+def tool_turn(reasoning: str, name: str, arguments: dict[str, Any]) -> str:
+    """An assistant turn that calls one tool."""
+    return f"{THINK_OPEN}\n{reasoning}\n{THINK_CLOSE}\n{TOOL_CALL_OPEN}\n{render_tool_call(name, arguments)}\n{TOOL_CALL_CLOSE}"
+
+
+def answer_turn(reasoning: str, answer: str) -> str:
+    """The final assistant turn."""
+    return f"{THINK_OPEN}\n{reasoning}\n{THINK_CLOSE}\n{ANSWER_OPEN}\n{answer}\n{ANSWER_CLOSE}"
+
+
+def wrap_tool_response(body: str) -> str:
+    """A tool result as the content of the *user* message that carries it."""
+    return f"{TOOL_RESPONSE_OPEN}\n{body}\n{TOOL_RESPONSE_CLOSE}"
+
+
+@dataclass
+class ToolCall:
+    """A parsed ``<tool_call>``; ``error`` is set (and name/arguments may be empty) when it did not parse."""
+
+    name: str = ""
+    arguments: dict[str, Any] = field(default_factory=dict)
+    raw: str = ""
+    code: str | None = None  # PythonInterpreter code after the JSON, inside <code>...</code>
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def _loads(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, ValueError):
+        import json5  # tolerant fallback (single quotes, trailing commas), as DR-Venus does
+
+        return json5.loads(text)
+
+
+def parse_tool_call_body(body: str) -> ToolCall:
+    """Parse the text inside ``<tool_call>...</tool_call>``: JSON first, then json5."""
+    raw = body
+    code = None
+    cut = body.find("<code>")
+    if cut != -1:
+        code_match = re.search(r"<code>(.*?)</code>", body[cut:], _FLAGS)
+        code = code_match.group(1) if code_match else body[cut + len("<code>") :]
+        body = body[:cut]
+    body = body.strip()
+    if not body:
+        return ToolCall(raw=raw, code=code, error="empty tool call")
+    try:
+        obj = _loads(body)
+    except Exception as exc:  # json5 raises ValueError subclasses and others
+        return ToolCall(raw=raw, code=code, error=f"tool call is not valid JSON: {exc}")
+    if not isinstance(obj, dict):
+        return ToolCall(raw=raw, code=code, error="tool call is not a JSON object")
+    name = obj.get("name")
+    if not isinstance(name, str) or not name.strip():
+        return ToolCall(raw=raw, code=code, error="tool call has no 'name'")
+    args = obj.get("arguments", {})
+    if isinstance(args, str):  # some models emit the arguments as a JSON string
+        try:
+            args = _loads(args)
+        except Exception:
+            return ToolCall(name=name, raw=raw, code=code, error="tool call 'arguments' is a string that is not JSON")
+    if not isinstance(args, dict):
+        return ToolCall(name=name, raw=raw, code=code, error="tool call 'arguments' is not an object")
+    return ToolCall(name=name.strip(), arguments=args, raw=raw, code=code)
+
+
+def parse_tool_call(text: str) -> ToolCall | None:
+    """The first ``<tool_call>`` in an assistant turn, parsed; None when the turn has no tool call."""
+    match = TOOL_CALL_RE.search(text)
+    return parse_tool_call_body(match.group(1)) if match else None
+
+
+def extract_answer(text: str) -> str | None:
+    """The stripped text of the last ``<answer>...</answer>`` block, or None."""
+    matches = ANSWER_RE.findall(text)
+    return matches[-1].strip() if matches else None
+
+
+def split_aliases(ground_truth: str) -> list[str]:
+    """``"a<|answer_split|>b"`` -> ``["a", "b"]`` (stripped, empty ones dropped)."""
+    return [a.strip() for a in str(ground_truth).split(ANSWER_SPLIT) if a.strip()]

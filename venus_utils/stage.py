@@ -1,0 +1,90 @@
+"""What a notebook needs to be one stage of the pipeline.
+
+Each notebook starts with ``stage = Stage.start("03_sft_unsloth", run_dir)`` and ends with
+``stage.finish(**key_figures)``.  Its artifacts go in ``stage.dir`` (``runs/<profile>/<NN_stage>/``);
+earlier stages are reached only through ``stage.upstream("01_trajectory_cleaning")``, which checks that
+the earlier stage finished (its ``summary.json`` exists) and says what to run when it did not.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import time
+from pathlib import Path
+from typing import Any
+
+from .io import read_json, write_json
+from .paths import REPO_ROOT
+
+SUMMARY = "summary.json"
+
+
+class StageMissing(FileNotFoundError):
+    """An upstream stage has not produced its artifacts yet."""
+
+
+def resolve_run_dir(run_dir: str | Path) -> Path:
+    run_dir = Path(run_dir).expanduser()
+    return run_dir if run_dir.is_absolute() else (REPO_ROOT / run_dir)
+
+
+class Stage:
+    def __init__(self, name: str, run_dir: str | Path, stage_dir: str | Path | None = None, profile: str | None = None):
+        self.name = name
+        self.run_dir = resolve_run_dir(run_dir).resolve()
+        self.dir = Path(stage_dir).resolve() if stage_dir else self.run_dir / name
+        self.profile = profile or self.run_dir.name
+        self._t0 = time.perf_counter()
+        self.timings: dict[str, float] = {}
+
+    @classmethod
+    def start(cls, name: str, run_dir: str | Path, stage_dir: str | Path | None = None, profile: str | None = None) -> "Stage":
+        stage = cls(name, run_dir, stage_dir, profile)
+        stage.dir.mkdir(parents=True, exist_ok=True)
+        return stage
+
+    def path(self, *parts: str) -> Path:
+        """A path inside this stage's folder."""
+        return self.dir.joinpath(*parts)
+
+    def upstream(self, name: str) -> Path:
+        """The folder of an earlier stage; raises :class:`StageMissing` if that stage has not finished."""
+        folder = self.run_dir / name
+        if not (folder / SUMMARY).exists():
+            raise StageMissing(
+                f"{self.name} needs the outputs of {name}, but {folder / SUMMARY} does not exist. Run "
+                f"notebooks/{name}.ipynb first (or `python -m venus_utils.pipeline --params params/<profile>.yaml "
+                f"--only {name[:2]}`)."
+            )
+        return folder
+
+    def upstream_summary(self, name: str) -> dict[str, Any]:
+        return read_json(self.upstream(name) / SUMMARY)
+
+    def timed(self, label: str):
+        """Context manager that records the wall time of a block under ``timings[label]``."""
+        stage = self
+
+        class _Timer:
+            def __enter__(self):
+                self.t0 = time.perf_counter()
+                return self
+
+            def __exit__(self, *exc):
+                stage.timings[label] = round(time.perf_counter() - self.t0, 3)
+                return False
+
+        return _Timer()
+
+    def finish(self, **figures: Any) -> dict[str, Any]:
+        """Write ``summary.json`` (key figures, timings, elapsed time) and return it."""
+        summary = {
+            "stage": self.name,
+            "profile": self.profile,
+            "finished_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "elapsed_s": round(time.perf_counter() - self._t0, 3),
+            "timings_s": dict(self.timings),
+            **figures,
+        }
+        write_json(self.dir / SUMMARY, summary)
+        return summary
