@@ -1,0 +1,45 @@
+import pytest
+
+from venus_utils.config import ConfigError, load_profile, notebook_params
+
+
+def write(tmp_path, text, name="p.yaml"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_shared_keys_and_sections(tmp_path):
+    prof = load_profile(write(tmp_path, "profile: demo\nseed: 3\noffline: true\n01_clean:\n  seed: 5\n  k: 1\n"))
+    assert prof.name == "demo"
+    assert prof.shared == {"seed": 3, "offline": True}
+    assert notebook_params(prof, "01_clean", {"seed", "k", "offline"}) == {"seed": 5, "k": 1, "offline": True}
+    # shared keys a notebook does not declare are not passed to it
+    assert notebook_params(prof, "02_other", {"seed"}) == {"seed": 3}
+
+
+def test_profile_name_defaults_to_file_stem(tmp_path):
+    assert load_profile(write(tmp_path, "seed: 1\n", "mine.yaml")).name == "mine"
+
+
+def test_undeclared_section_key_is_an_error(tmp_path):
+    prof = load_profile(write(tmp_path, "01_clean:\n  typo_key: 1\n"))
+    with pytest.raises(ConfigError, match="typo_key.*does not declare"):
+        notebook_params(prof, "01_clean", {"seed"})
+
+
+@pytest.mark.parametrize("key", ["api_key", "serper_key_id", "judge_api_key", "hf_token", "password"])
+def test_secret_like_keys_are_refused(tmp_path, key):
+    with pytest.raises(ConfigError, match="looks like a secret"):
+        load_profile(write(tmp_path, f"01_clean:\n  {key}: abc\n"))
+
+
+def test_reserved_and_malformed(tmp_path):
+    with pytest.raises(ConfigError, match="run_dir"):
+        load_profile(write(tmp_path, "run_dir: x\n"))
+    with pytest.raises(ConfigError, match="must be a mapping"):
+        load_profile(write(tmp_path, "01_clean: 3\n"))
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_profile(write(tmp_path, "a: [1,\n"))
+    with pytest.raises(ConfigError, match="not found"):
+        load_profile(tmp_path / "missing.yaml")

@@ -1,0 +1,74 @@
+"""Execute the whole notebook sequence under Papermill with params/smoke.yaml, in one ordered run.
+
+Stages share artifacts through the run folder exactly as `make pipeline` does.  A fake API key is put in
+the environment to check that no executed notebook or artifact ever contains it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from venus_utils.paths import PARAMS_DIR
+from venus_utils.pipeline import discover_notebooks, run_pipeline
+
+pytestmark = pytest.mark.slow
+
+FAKE_SECRET = "sk-test-NEVER-IN-OUTPUT-0123456789"
+
+# Key figures each stage's summary.json must carry (stages that exist are checked).
+EXPECTED_KEYS = {
+    "00_setup": ["machine", "suggested_profile"],
+    "01_trajectory_cleaning": ["rows_source", "rows_kept", "drop_reasons"],
+    "02_turn_aware_resampling": ["rows_train", "rows_val"],
+    "03_sft_unsloth": ["engine", "loss_first", "loss_last", "heldout_accuracy_before", "heldout_accuracy_after"],
+    "04_igpo_rl": ["heldout_accuracy_sft", "heldout_accuracy_rl"],
+    "05_evaluation": ["accuracy"],
+    "06_agent_demo": ["termination"],
+}
+
+STAGES = [nb.stem for nb in discover_notebooks()]
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("runs") / "smoke"
+    mp = pytest.MonkeyPatch()
+    for name in ("SERPER_KEY_ID", "JINA_API_KEYS"):
+        mp.setenv(name, FAKE_SECRET)
+    try:
+        results = run_pipeline(PARAMS_DIR / "smoke.yaml", out, progress=False)
+    finally:
+        mp.undo()
+    return out, results
+
+
+def test_every_stage_ran(smoke_run):
+    out, results = smoke_run
+    assert [r.stage for r in results] == STAGES
+    assert all(r.status == "ran" for r in results)
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_stage_summary(smoke_run, stage):
+    out, _ = smoke_run
+    summary = json.loads((out / stage / "summary.json").read_text())
+    assert summary["stage"] == stage and summary["profile"] == "smoke"
+    assert (out / stage / f"{stage}.ipynb").exists()
+    for key in EXPECTED_KEYS.get(stage, []):
+        assert key in summary, f"{stage}/summary.json lacks {key}"
+        value = summary[key]
+        if isinstance(value, float):
+            assert math.isfinite(value), f"{stage}: {key} = {value}"
+
+
+def test_no_secret_in_any_artifact(smoke_run):
+    out, _ = smoke_run
+    leaks = []
+    for path in out.rglob("*"):
+        if path.is_file() and path.stat().st_size < 50_000_000:
+            if FAKE_SECRET.encode() in path.read_bytes():
+                leaks.append(str(path.relative_to(out)))
+    assert not leaks, f"secret found in {leaks}"

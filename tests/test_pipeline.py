@@ -1,0 +1,120 @@
+"""The Papermill runner on small throwaway notebooks (each kernel start takes a few seconds)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_notebook
+
+from venus_utils.config import ConfigError
+from venus_utils.pipeline import StageFailed, run_pipeline
+
+PARAMS = 'run_dir = "runs/x"\nstage_dir = None\nprofile = "x"\nseed = 0\nvalue = 1\n'
+
+
+def make_nb(path, body, params=PARAMS):
+    cell = new_code_cell(params)
+    cell.metadata["tags"] = ["parameters"]
+    nb = new_notebook(cells=[cell, new_code_cell(body)])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, path)
+
+
+FINISH = (
+    "from venus_utils.stage import Stage\n"
+    "stage = Stage.start(NAME, run_dir, stage_dir, profile)\n"
+    "{extra}\n"
+    "stage.finish(value=value, seed=seed)\n"
+)
+
+
+@pytest.fixture
+def project(tmp_path):
+    nbs = tmp_path / "notebooks"
+    nbs.mkdir()
+    make_nb(nbs / "00_first.ipynb", FINISH.replace("NAME", '"00_first"').format(extra=""))
+    make_nb(
+        nbs / "01_second.ipynb",
+        FINISH.replace("NAME", '"01_second"').format(extra='assert stage.upstream_summary("00_first")["value"] == 7'),
+    )
+    params = tmp_path / "p.yaml"
+    params.write_text("profile: t\nseed: 11\nunused_shared: 1\n00_first:\n  value: 7\n")
+    return tmp_path, nbs, params
+
+
+def test_runs_in_order_and_writes_summaries(project):
+    tmp_path, nbs, params = project
+    out = tmp_path / "runs"
+    results = run_pipeline(params, out, notebooks_dir=nbs, progress=False)
+    assert [r.status for r in results] == ["ran", "ran"]
+    first = json.loads((out / "00_first" / "summary.json").read_text())
+    assert first["value"] == 7 and first["seed"] == 11 and first["profile"] == "t"
+    assert (out / "01_second" / "01_second.ipynb").exists()
+    executed = nbformat.read(out / "00_first" / "00_first.ipynb", as_version=4)
+    injected = [c for c in executed.cells if "injected-parameters" in c.metadata.get("tags", [])]
+    assert injected and "value = 7" in injected[0].source and "unused_shared" not in injected[0].source
+
+
+def test_resume_skips_up_to_date_and_reruns_changed(project):
+    tmp_path, nbs, params = project
+    out = tmp_path / "runs"
+    run_pipeline(params, out, notebooks_dir=nbs, progress=False)
+    assert [r.status for r in run_pipeline(params, out, resume=True, notebooks_dir=nbs, progress=False)] == ["skipped", "skipped"]
+    # a changed parameter of the first stage re-runs it, and the second stage (its input changed) too
+    time.sleep(0.05)
+    params.write_text("profile: t\nseed: 11\n00_first:\n  value: 8\n")
+    with pytest.raises(StageFailed):  # 01_second asserts value == 7: proves it re-ran on the new input
+        run_pipeline(params, out, resume=True, notebooks_dir=nbs, progress=False)
+    assert json.loads((out / "00_first" / "summary.json").read_text())["value"] == 8
+    assert not (out / "01_second" / "summary.json").exists()  # no stale summary after a failure
+
+
+def test_resume_reruns_when_notebook_is_newer(project):
+    tmp_path, nbs, params = project
+    out = tmp_path / "runs"
+    run_pipeline(params, out, only="00", notebooks_dir=nbs, progress=False)
+    later = time.time() + 5
+    os.utime(nbs / "00_first.ipynb", (later, later))
+    assert [r.status for r in run_pipeline(params, out, only="00", resume=True, notebooks_dir=nbs, progress=False)] == ["ran"]
+
+
+def test_failure_names_notebook_and_cell(project):
+    tmp_path, nbs, params = project
+    make_nb(nbs / "01_second.ipynb", "x = 1\nraise ValueError('bad row 3 in input.parquet')")
+    with pytest.raises(StageFailed) as info:
+        run_pipeline(params, tmp_path / "runs", notebooks_dir=nbs, progress=False)
+    msg = str(info.value)
+    assert "01_second.ipynb" in msg and "cell" in msg and "ValueError" in msg and "bad row 3" in msg
+
+
+def test_upstream_missing_is_explained(project):
+    tmp_path, nbs, params = project
+    with pytest.raises(StageFailed, match="needs the outputs of 00_first"):
+        run_pipeline(params, tmp_path / "runs", only="01", notebooks_dir=nbs, progress=False)
+
+
+def test_config_errors_before_running(project):
+    tmp_path, nbs, params = project
+    params.write_text("01_second:\n  not_declared: 1\n")
+    with pytest.raises(ConfigError, match="not_declared"):
+        run_pipeline(params, tmp_path / "runs", notebooks_dir=nbs, progress=False)
+    assert not (tmp_path / "runs" / "00_first").exists()
+    params.write_text("07_nothing:\n  a: 1\n")
+    with pytest.raises(ConfigError, match="match no notebook"):
+        run_pipeline(params, tmp_path / "runs", notebooks_dir=nbs, progress=False)
+    params.write_text("seed: 1\n")
+    with pytest.raises(ConfigError, match="unknown stages"):
+        run_pipeline(params, tmp_path / "runs", only="05", notebooks_dir=nbs, progress=False)
+
+
+def test_cli_exit_code_and_message(project, capsys):
+    from venus_utils.pipeline import main
+
+    tmp_path, nbs, params = project
+    params.write_text("01_second:\n  not_declared: 1\n")
+    assert main(["--params", str(params), "--out", str(tmp_path / "r")]) == 1
+    assert "pipeline stopped" in capsys.readouterr().err

@@ -1,0 +1,88 @@
+"""IGPOConfig: every knob of the RL stage, with DR-Venus's values as defaults.
+
+Defaults follow ``RL/train_igpo.sh`` of inclusionAI/DR-Venus and the verl config it overrides (see
+``shared/spec/rl-inference.md`` §5).  The smaller profiles (smoke / cpu / colab) override only the sizes
+(steps, group size, turns, lengths), never the algorithm.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+INFO_GAIN_TYPES = ("log_prob_diff", "prob_diff")
+NORM_MODES = ("joint", "separate", "scaled_separate", "raw_ig")
+
+#: The pseudo answer scored at each turn boundary; the context already ends with ``<think>\n``.
+PSEUDO_ANSWER = "Now there's enough information to answer\n</think>\n<answer>\n{gt}\n</answer><|im_end|>"
+
+
+@dataclass
+class IGPOConfig:
+    # --- information gain (spec §1.2-§1.3) ---------------------------------------------------------------
+    info_gain_type: str = field(default="log_prob_diff", metadata={"help": "log_prob_diff (DR-Venus: difference "
+                                "of mean GT log-probs) or prob_diff (IGPO paper: difference of exp(mean log-prob))."})
+    ig_tool_filter: str | None = field(default="visit", metadata={"help": "Score a boundary only after a turn that "
+                                       "called one of these tools (comma separated); None or 'all' scores every turn."})
+    ig_chunk_size: int = field(default=8192, metadata={"help": "Tokens per forward chunk when the KV cache of the "
+                               "trajectory is built (IGPO_PHASE1_CHUNK_SIZE)."})
+    pseudo_answer: str = field(default=PSEUDO_ANSWER, metadata={"help": "Pseudo response appended at each boundary; "
+                               "{gt} is replaced by the first ground-truth alias."})
+    # --- turn format penalty (§1.5) ------------------------------------------------------------------------
+    use_format_penalty: bool = field(default=True, metadata={"help": "Replace a malformed turn's reward by the penalty."})
+    format_penalty: float = field(default=-1.0, metadata={"help": "-1.0 x format_penalty_scale (1.0)."})
+    # --- advantages (§1.7) -----------------------------------------------------------------------------------
+    norm_mode: str = field(default="scaled_separate", metadata={"help": "joint | separate | scaled_separate | raw_ig."})
+    gamma: float = field(default=0.95, metadata={"help": "Discount over reward positions, applied backwards."})
+    adv_eps: float = field(default=1e-6, metadata={"help": "epsilon in (r - mean) / (std + eps)."})
+    # --- policy loss (§1.8) ----------------------------------------------------------------------------------
+    clip_ratio_low: float = field(default=0.2, metadata={"help": "PPO clip, lower side."})
+    clip_ratio_high: float = field(default=0.2, metadata={"help": "PPO clip, upper side."})
+    dual_clip: float = field(default=3.0, metadata={"help": "Dual-clip constant c for negative advantages."})
+    kl_coef: float = field(default=0.001, metadata={"help": "k3 (low_var_kl) KL loss coefficient to the reference."})
+    # --- optimisation (§5) -----------------------------------------------------------------------------------
+    learning_rate: float = field(default=1e-6, metadata={"help": "AdamW, constant, no warm-up."})
+    weight_decay: float = field(default=0.01, metadata={"help": "AdamW weight decay."})
+    max_grad_norm: float = field(default=1.0, metadata={"help": "Gradient-norm clip."})
+    prompts_per_step: int = field(default=16, metadata={"help": "data.train_batch_size: questions per RL step."})
+    num_generations: int = field(default=8, metadata={"help": "Group size n: rollouts per question."})
+    micro_batch_size: int = field(default=1, metadata={"help": "Trajectories per forward/backward."})
+    max_steps: int = field(default=60, metadata={"help": "RL steps (DR-Venus: one epoch of ~1K prompts / 16)."})
+    save_steps: int = field(default=5, metadata={"help": "Checkpoint every this many steps."})
+    lora_r: int = field(default=0, metadata={"help": "0 = full fine-tuning (DR-Venus); > 0 trains a LoRA adapter "
+                        "and the reference is the adapter-disabled base."})
+    # --- rollout (§2, §5) ------------------------------------------------------------------------------------
+    temperature: float = field(default=1.0, metadata={"help": "Sampling temperature (IG logits use it too)."})
+    top_p: float = field(default=0.95, metadata={"help": "Nucleus sampling."})
+    top_k: int = field(default=-1, metadata={"help": "-1 = off."})
+    max_turns: int = field(default=200, metadata={"help": "Assistant turns per episode (DR-Venus jitters +-4)."})
+    max_tokens_per_turn: int = field(default=8192, metadata={"help": "Generation limit per assistant turn."})
+    max_context_tokens: int = field(default=261000, metadata={"help": "max_model_len of the rollout engine."})
+    use_vllm: bool = field(default=False, metadata={"help": "Roll out with vLLM when it is installed (GPU)."})
+    seed: int = field(default=0, metadata={"help": "Seed for sampling and data order."})
+
+    def __post_init__(self) -> None:
+        if self.info_gain_type not in INFO_GAIN_TYPES:
+            raise ValueError(f"info_gain_type must be one of {INFO_GAIN_TYPES}, got {self.info_gain_type!r}")
+        if self.norm_mode not in NORM_MODES:
+            raise ValueError(f"norm_mode must be one of {NORM_MODES}, got {self.norm_mode!r}")
+        if "{gt}" not in self.pseudo_answer:
+            raise ValueError("pseudo_answer must contain the placeholder {gt}")
+        if self.num_generations < 1 or self.prompts_per_step < 1:
+            raise ValueError("num_generations and prompts_per_step must be >= 1")
+        if (self.prompts_per_step * self.num_generations) % self.micro_batch_size:
+            raise ValueError(f"micro_batch_size={self.micro_batch_size} must divide prompts_per_step x num_generations "
+                             f"= {self.prompts_per_step * self.num_generations}")
+
+    @property
+    def trajectories_per_step(self) -> int:
+        return self.prompts_per_step * self.num_generations
+
+    @classmethod
+    def from_dict(cls, params: dict[str, Any]) -> "IGPOConfig":
+        """Build from a parameter mapping, ignoring keys that are not config fields; unknown names are the caller's."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in params.items() if k in names})
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
