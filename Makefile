@@ -69,7 +69,7 @@ test-core: $(ENV_STAMP)
 	$(VENV)/bin/python -m pytest -m "not unsloth" $(PYTEST_ARGS)
 
 test-unsloth: $(UVENV)/.stamp
-	$(UVENV)/bin/python -m pytest -m unsloth -p no:cacheprovider $(PYTEST_ARGS)
+	VENUS_UNSLOTH_ENV=1 $(UVENV)/bin/python -m pytest -m unsloth -p no:cacheprovider $(PYTEST_ARGS)
 
 lab: $(ENV_STAMP)
 	$(VENV)/bin/jupyter lab notebooks/

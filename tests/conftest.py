@@ -22,3 +22,13 @@ def dr_venus_dir():
     if not path.exists():
         pytest.skip(f"shared DR-Venus data not found at {path} (set VENUS_SHARED_DATA)")
     return path
+
+
+def pytest_ignore_collect(collection_path, config):
+    """In the Unsloth environment (`make test-unsloth` sets VENUS_UNSLOTH_ENV=1) collect only the test files
+    that hold Unsloth tests: the others import packages that environment does not have (papermill, bm25s...)."""
+    if os.environ.get("VENUS_UNSLOTH_ENV") != "1" or collection_path.suffix != ".py":
+        return None
+    if not collection_path.name.startswith("test_"):
+        return None
+    return "mark.unsloth" not in collection_path.read_text(encoding="utf-8", errors="ignore")
