@@ -195,3 +195,148 @@ def extract_answer(text: str) -> str | None:
 def split_aliases(ground_truth: str) -> list[str]:
     """``"a<|answer_split|>b"`` -> ``["a", "b"]`` (stripped, empty ones dropped)."""
     return [a.strip() for a in str(ground_truth).split(ANSWER_SPLIT) if a.strip()]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Tool outputs, as the model sees them inside <tool_response>.
+#
+# search: the JSON list of DR-Venus's cleaned SFT data, ``[{"query", "web_page_info_list": [{title, url,
+#   snippet}]}]`` dumped with ``ensure_ascii=False`` (what the cleaner makes of a raw Serper text, and what
+#   every search backend of this recipe emits; DR-Venus's RL-time parser adds a ``date`` key, we do not).
+#   A query without results (or whose search failed) keeps its place: ``web_page_info_list`` is empty and a
+#   ``message`` key carries the tool's text, as the cleaner's strict parser
+#   (``venus_utils.data.search_text.parse_search_strict``) writes it; DR-Venus's own parser drops such blocks.
+# visit: ``The useful information in {url} for user goal {goal} as follows: \n\n`` + optional
+#   ``Evidence in page: \n{evidence}\n\n`` (RL / inference extractor) + ``Summary: \n{summary}``.
+# Several queries / URLs in one call are joined by ``\n=======\n`` (visit) as DR-Venus does.
+# ---------------------------------------------------------------------------------------------------------
+
+TOOL_SEPARATOR = "\n=======\n"
+VISIT_FAILED_EVIDENCE = "The provided webpage content could not be accessed. Please check the URL or file format."
+VISIT_FAILED_SUMMARY = "The webpage content could not be processed, and therefore, no information is available."
+
+
+def no_results_text(query: str) -> str:
+    """DR-Venus's message for a search without results."""
+    return f"No results found for '{query}'. Try with a more general query."
+
+
+def search_results_json(blocks: list[tuple[str, list[dict]]] | list[dict]) -> str:
+    """The model-facing search output for ``[(query, [{"title", "url", "snippet"}, ...]), ...]``.
+
+    Items may be ``(query, hits)`` pairs or ``{"query", "hits"|"web_page_info_list", "message"?}`` dicts; a
+    block without hits carries a ``message`` (default: DR-Venus's "No results found" text).
+    """
+    out = []
+    for block in blocks:
+        if isinstance(block, dict):
+            query, hits, message = block["query"], block.get("hits", block.get("web_page_info_list", [])), block.get("message")
+        else:
+            (query, hits), message = block, None
+        info = [{"title": h["title"], "url": h["url"], "snippet": h.get("snippet", "")} for h in hits]
+        item = {"query": query, "web_page_info_list": info}
+        if not info:
+            item["message"] = message or no_results_text(query)
+        out.append(item)
+    return json.dumps(out, ensure_ascii=False)
+
+
+def visit_result_text(url: str, goal: str, summary: str, evidence: str | None = None) -> str:
+    """One URL's visit output (DR-Venus's frame, trailing whitespace stripped as its tool does)."""
+    text = f"The useful information in {url} for user goal {goal} as follows: \n\n"
+    if evidence is not None:
+        text += f"Evidence in page: \n{evidence}\n\n"
+    return (text + f"Summary: \n{summary}").rstrip()
+
+
+def visit_failed_text(url: str, goal: str, with_evidence: bool = True) -> str:
+    """The visit output when the page could not be fetched or summarised."""
+    return visit_result_text(url, goal, VISIT_FAILED_SUMMARY, VISIT_FAILED_EVIDENCE if with_evidence else None)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Loop messages (rl-inference §2 and §6.1).  Forced endings are wrapped in <tool_response> so that the Qwen3
+# template does not treat them as a new user query and strip earlier reasoning (spec §7.1).
+# ---------------------------------------------------------------------------------------------------------
+
+MALFORMED_RL = "Your response was malformed. Please call a tool or provide a final answer."
+MALFORMED_INFERENCE = (
+    "ERROR!\nPlease call a tool with the correct format, or if you are ready to answer, provide the entire final "
+    "answer in `<answer></answer>` tags."
+)
+FORCE_CONTEXT = (
+    "You have reached the maximum context length. Based on the information and knowledge you have gathered, "
+    "please provide the entire final answer in `<answer></answer>` tags now."
+)
+FORCE_MAX_STEPS = (
+    "You've reached the maximum number of tool calls. Based on the information and knowledge you have gathered, "
+    "please provide the entire final answer in `<answer></answer>` tags now."
+)
+
+
+def repair_tags(text: str) -> str:
+    """DR-Venus's sanitiser (inference version): cut hallucinated observations, close or open ``<think>``.
+
+    - everything from the first ``<tool_response>`` on is dropped;
+    - an unclosed ``<think>`` gets ``\\n</think>\\n`` before the first ``<answer>``/``<tool_call>``, else at the end;
+    - a ``</think>`` without ``<think>`` gets ``<think>\\n`` in front.
+    """
+    cut = text.find(TOOL_RESPONSE_OPEN)
+    if cut != -1:
+        text = text[:cut]
+    if THINK_OPEN in text and THINK_CLOSE not in text:
+        for tag in (ANSWER_OPEN, TOOL_CALL_OPEN):
+            pos = text.find(tag)
+            if pos != -1:
+                return text[:pos] + f"\n{THINK_CLOSE}\n" + text[pos:]
+        return text + f"\n{THINK_CLOSE}"
+    if THINK_OPEN not in text and THINK_CLOSE in text:
+        text = f"{THINK_OPEN}\n" + text
+    return text
+
+
+def is_repetitive(text: str, tail_len: int = 50, threshold: int = 5) -> bool:
+    """DR-Venus's repetition test: the last ``tail_len`` characters occur more than ``threshold`` times."""
+    if not text or len(text) < tail_len:
+        return False
+    return text.count(text[-tail_len:]) > threshold
+
+
+@dataclass
+class Turn:
+    """What an assistant turn asks for: ``kind`` is ``answer``, ``call`` or ``error`` (with ``error`` set)."""
+
+    kind: str
+    think: str = ""
+    answer: str | None = None
+    call: ToolCall | None = None
+    error: str | None = None
+
+
+def parse_turn(text: str, allowed_tools: tuple[str, ...] | None = None) -> Turn:
+    """Classify a (repaired) assistant turn as DR-Venus's loop does (rl-inference §2 step 6).
+
+    A ``<think>`` block is required; an answer without a tool call ends the episode; a tool call without an
+    answer is parsed (json, then json5; only the first call counts); anything else is an error.  With
+    ``allowed_tools`` (inference) an unknown tool name is an error too.
+    """
+    think = THINK_RE.search(text)
+    if not think:
+        return Turn("error", error="Missing <think></think>")
+    has_answer, has_call = ANSWER_RE.search(text) is not None, TOOL_CALL_RE.search(text) is not None
+    if has_answer and not has_call:
+        return Turn("answer", think=think.group(1).strip(), answer=extract_answer(text))
+    if has_call and not has_answer:
+        call = parse_tool_call(text)
+        if not call.ok:
+            return Turn("error", think=think.group(1).strip(), call=call, error=call.error)
+        if allowed_tools is not None and call.name not in allowed_tools:
+            return Turn("error", think=think.group(1).strip(), call=call,
+                        error=f"Unknown tool '{call.name}'. Available tools: {', '.join(sorted(allowed_tools))}")
+        return Turn("call", think=think.group(1).strip(), call=call)
+    return Turn("error", think=think.group(1).strip(), error="Ambiguous or incomplete output")
+
+
+def call_signature(call: ToolCall) -> str:
+    """A hashable key of a call (name + arguments) for duplicate detection in the loop."""
+    return json.dumps({"name": call.name, "arguments": call.arguments}, sort_keys=True, ensure_ascii=False)

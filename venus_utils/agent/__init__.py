@@ -1,0 +1,22 @@
+"""The DR-Venus agent loop and its model backends.
+
+- :func:`run_agent` (async) / :func:`run_group` / :func:`run_many`: rollouts -> :class:`Rollout`;
+- :class:`AgentConfig` (``AgentConfig()`` = inference demo, ``AgentConfig.rl()`` = RL rollout);
+- backends: :class:`TransformersBackend` (any HF causal LM, batched), :class:`OpenAIBackend` (vLLM & co.),
+  :class:`ScriptedBackend` (replays), :func:`load_backend`;
+- :func:`run_file`: a question file -> resumable predictions JSONL.
+
+CLI: ``python -m venus_utils.agent ask "question" --model DIR --world DIR`` and
+``python -m venus_utils.agent run --input q.jsonl --output preds.jsonl --model DIR --world DIR``.
+"""
+
+from .backends import Generation, OpenAIBackend, Sampling, ScriptedBackend, TransformersBackend, load_backend
+from .conversation import ChatTokens, Conversation
+from .loop import AgentConfig, Rollout, prediction_of, run_agent, run_group, run_many
+from .runner import load_questions, run_file, run_file_async
+
+__all__ = [
+    "AgentConfig", "ChatTokens", "Conversation", "Generation", "OpenAIBackend", "Rollout", "Sampling",
+    "ScriptedBackend", "TransformersBackend", "load_backend", "load_questions", "prediction_of", "run_agent",
+    "run_file", "run_file_async", "run_group", "run_many",
+]

@@ -1,0 +1,260 @@
+"""Model backends for the agent loop: local transformers ``generate``, OpenAI-compatible servers, scripts.
+
+Every backend answers ``await backend.generate(conversation, sampling) -> Generation``.  Backends with a
+tokenizer (``.chat``) return the exact sampled token ids.  ``TransformersBackend`` batches the requests of
+concurrent rollouts (a group of RL rollouts, ``--workers`` questions) into one padded ``generate`` call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..env import redact, secret
+from .conversation import ChatTokens, Conversation
+
+
+@dataclass(frozen=True)
+class Sampling:
+    max_new_tokens: int = 8192
+    temperature: float = 1.0
+    top_p: float = 0.95
+    top_k: int | None = None
+    presence_penalty: float = 0.0  # OpenAI-compatible servers only
+    stop: tuple[str, ...] = ()
+
+
+@dataclass
+class Generation:
+    text: str  # decoded completion, end-of-turn token removed
+    ids: list[int] | None = None  # exact sampled ids (including a sampled end-of-turn token)
+    finish_reason: str = "stop"  # stop | length | error
+    error: str | None = None
+
+
+def _cut_at_stop(chat: ChatTokens, ids: list[int], stops: tuple[str, ...]) -> tuple[list[int], bool]:
+    """Drop the ids from the first stop string on (binary search on decoded prefixes)."""
+    text = chat.decode(ids)
+    cuts = [text.find(s) for s in stops if s in text]
+    if not cuts:
+        return ids, False
+    target = text[: min(cuts)]
+    lo, hi = 0, len(ids)  # the longest prefix of ids that decodes to a prefix of the text before the stop
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if target.startswith(chat.decode(ids[:mid])):
+            lo = mid
+        else:
+            hi = mid - 1
+    return ids[:lo], True
+
+
+def finish_ids(chat: ChatTokens, ids: list[int], stops: tuple[str, ...]) -> Generation:
+    """Sampled ids -> Generation: stop strings cut, text decoded without the end-of-turn token.
+
+    A hallucinated ``<tool_response>`` is always cut (DR-Venus's tag repair drops it from the text; dropping it
+    from the ids too keeps the context the model sees equal to its messages).
+    """
+    ids, stopped = _cut_at_stop(chat, ids, tuple(stops) + ("<tool_response>",))
+    ended = bool(ids) and ids[-1] in chat.eos_ids
+    text = chat.decode(ids[:-1] if ended else ids)
+    return Generation(text, ids, "stop" if (ended or stopped) else "length")
+
+
+class TransformersBackend:
+    """Any HF causal LM; requests from concurrent rollouts are batched (left padding) into one ``generate``."""
+
+    def __init__(self, model: Any, tokenizer: Any, max_batch: int = 16, seed: int | None = 0, device: str | None = None):
+        import torch
+
+        self.model, self.chat, self.max_batch = model, ChatTokens(tokenizer), max_batch
+        self.device = device or next(model.parameters()).device
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        self.pad_id = pad if pad is not None else 0
+        self._gen = torch.Generator().manual_seed(seed) if seed is not None else None
+        self._queue: list[tuple[list[int], Sampling, asyncio.Future]] = []
+        self._worker: asyncio.Task | None = None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_pretrained(cls, path: str, device: str = "cpu", **kwargs) -> "TransformersBackend":
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        model = AutoModelForCausalLM.from_pretrained(path).to(device)
+        return cls(model, tokenizer, device=device, **kwargs)
+
+    async def generate(self, conv: Conversation, sampling: Sampling) -> Generation:
+        loop = asyncio.get_running_loop()
+        if self._worker is not None and self._worker.get_loop() is not loop:  # a new asyncio.run: forget the old loop
+            self._worker, self._queue = None, [r for r in self._queue if r[2].get_loop() is loop]
+        fut = loop.create_future()
+        self._queue.append((conv.ids, sampling, fut))
+        if self._worker is None or self._worker.done():
+            self._worker = asyncio.ensure_future(self._drain())
+        return await fut
+
+    async def _drain(self) -> None:
+        while self._queue:
+            await asyncio.sleep(0)  # let the other rollouts of this step queue their requests
+            sampling = self._queue[0][1]
+            batch = [r for r in self._queue if r[1] == sampling][: self.max_batch]
+            for r in batch:
+                self._queue.remove(r)
+            try:
+                outs = await asyncio.to_thread(self.generate_ids, [r[0] for r in batch], sampling)
+                for (_, _, fut), ids in zip(batch, outs):
+                    if not fut.done():
+                        fut.set_result(finish_ids(self.chat, ids, sampling.stop))
+            except Exception as exc:  # the loop reports it as an llm error
+                for _, _, fut in batch:
+                    if not fut.done():
+                        fut.set_result(Generation("", None, "error", redact(f"{type(exc).__name__}: {exc}")))
+
+    def generate_ids(self, prompts: list[list[int]], sampling: Sampling) -> list[list[int]]:
+        """Sampled ids per prompt (cut after the first end-of-turn token)."""
+        import torch
+
+        width = max(len(p) for p in prompts)
+        input_ids = torch.tensor([[self.pad_id] * (width - len(p)) + p for p in prompts], device=self.device)
+        attention = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=self.device)
+        stop_ids = set(self.chat.eos_ids)
+        for stop in sampling.stop:  # a stop string that is one token stops generation early
+            ids = self.chat.encode(stop)
+            if len(ids) == 1:
+                stop_ids.add(ids[0])
+        kwargs = dict(max_new_tokens=sampling.max_new_tokens, eos_token_id=sorted(stop_ids) or None,
+                      pad_token_id=self.pad_id)
+        if sampling.temperature > 0:
+            kwargs.update(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p,
+                          top_k=sampling.top_k or 0)
+        else:
+            kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        with self._lock, torch.no_grad():
+            if self._gen is not None:
+                torch.manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=self._gen)))
+            was_training = self.model.training  # generate in eval mode, leave the model as it was (RL trains it)
+            self.model.eval()
+            try:
+                out = self.model.generate(input_ids=input_ids, attention_mask=attention, **kwargs)
+            finally:
+                self.model.train(was_training)
+        result = []
+        for row in out[:, width:].tolist():
+            cut = next((i for i, t in enumerate(row) if t in stop_ids), None)
+            result.append(row[: cut + 1] if cut is not None else row)
+        return result
+
+
+@dataclass
+class OpenAIBackend:
+    """An OpenAI-compatible server (vLLM on a GPU).  ``mode="completions"`` sends the exact context token ids
+    (needs ``tokenizer``) and reads the sampled ids back (vLLM ``return_tokens_as_token_ids``); ``mode="chat"``
+    sends the messages (the server applies its template) and re-tokenises the reply when it can."""
+
+    base_url: str
+    model: str = "model"
+    tokenizer: Any = None
+    mode: str = "completions"
+    timeout: float = 600.0
+    extra_body: dict = field(default_factory=dict)
+    api_key: str | None = field(default=None, repr=False)  # default: OPENAI_API_KEY, else "EMPTY" (vLLM)
+
+    def __post_init__(self):
+        if self.mode == "completions" and self.tokenizer is None:
+            raise ValueError("mode='completions' needs the model's tokenizer (or use mode='chat')")
+        self.chat = ChatTokens(self.tokenizer) if self.tokenizer is not None else None
+        self.base_url = self.base_url.rstrip("/")
+
+    def _body(self, sampling: Sampling) -> dict:
+        body = {"model": self.model, "max_tokens": sampling.max_new_tokens, "temperature": sampling.temperature,
+                "top_p": sampling.top_p, "presence_penalty": sampling.presence_penalty, **self.extra_body}
+        if sampling.top_k:
+            body["top_k"] = sampling.top_k
+        if sampling.stop:
+            body["stop"] = list(sampling.stop)
+        return body
+
+    async def generate(self, conv: Conversation, sampling: Sampling) -> Generation:
+        import httpx
+
+        key = self.api_key or secret("OPENAI_API_KEY") or "EMPTY"
+        body = self._body(sampling)
+        if self.mode == "completions":
+            body.update(prompt=conv.ids, logprobs=0, return_tokens_as_token_ids=True, skip_special_tokens=False)
+            url = f"{self.base_url}/completions"
+        else:
+            body.update(messages=conv.messages)
+            url = f"{self.base_url}/chat/completions"
+        try:
+            async with httpx.AsyncClient() as client:
+                response = await asyncio.wait_for(
+                    client.post(url, json=body, headers={"Authorization": f"Bearer {key}"}, timeout=self.timeout),
+                    self.timeout)
+            response.raise_for_status()
+            choice = response.json()["choices"][0]
+        except Exception as exc:
+            message = redact(f"{type(exc).__name__}: {exc}")
+            return Generation("", None, "error", message.replace(key, "***") if len(key) >= 4 else message)
+        finish = "length" if choice.get("finish_reason") == "length" else "stop"
+        text = choice.get("text") if self.mode == "completions" else (choice.get("message") or {}).get("content")
+        text = text or ""
+        if self.chat is None:
+            return Generation(text, None, finish)
+        tokens = ((choice.get("logprobs") or {}).get("tokens")) or []
+        ids = [int(t.split(":", 1)[1]) for t in tokens if isinstance(t, str) and t.startswith("token_id:")]
+        if len(ids) != len(tokens) or not ids:
+            ids = self.chat.encode(text)  # the server did not return ids: re-tokenise (not exact)
+        if finish == "stop" and choice.get("stop_reason") is None and not (ids and ids[-1] in self.chat.eos_ids):
+            eos = self.chat.tok.convert_tokens_to_ids(self.chat.end_of_turn.strip())
+            ids = ids + [eos]  # the server hides the sampled end-of-turn token
+        for token in self.chat.eos_ids:
+            text = text.replace(self.chat.decode([token]), "")
+        return Generation(text, ids, finish)
+
+
+class ScriptedBackend:
+    """Replays fixed completions, or asks ``policy(messages) -> str`` (tests, expert replays, demos)."""
+
+    def __init__(self, turns: list[str] | Callable[[list[dict]], str], tokenizer: Any = None):
+        self.turns, self.calls = turns, 0
+        self.chat = ChatTokens(tokenizer) if tokenizer is not None else None
+
+    async def generate(self, conv: Conversation, sampling: Sampling) -> Generation:
+        if callable(self.turns):
+            text = self.turns(conv.messages)
+        elif self.calls < len(self.turns):
+            text = self.turns[self.calls]
+        else:
+            text = ""
+        self.calls += 1
+        if isinstance(text, Exception):
+            return Generation("", None, "error", str(text))
+        if self.chat is None:
+            return Generation(text, None, "stop")
+        eos = self.chat.tok.convert_tokens_to_ids(self.chat.end_of_turn.strip())
+        return finish_ids(self.chat, self.chat.encode(text) + [eos], sampling.stop)
+
+
+def strip_think_prefix(text: str, prefix: str) -> str:
+    """An assistant message without the reasoning opener the generation prompt supplies (for replays)."""
+    return text[len(prefix):] if prefix and text.startswith(prefix) else re.sub(r"^\s*<think>\n?", "", text)
+
+
+def load_backend(model: str, device: str = "cpu", served_model_name: str = "model", tokenizer: str | None = None,
+                 mode: str | None = None, **kwargs) -> Any:
+    """``model`` = a local HF folder (transformers) or an ``http(s)://host:port/v1`` URL (OpenAI-compatible)."""
+    if model.startswith(("http://", "https://")):
+        tok = None
+        if tokenizer:
+            from transformers import AutoTokenizer
+
+            tok = AutoTokenizer.from_pretrained(tokenizer)
+        return OpenAIBackend(model, served_model_name, tok, mode or ("completions" if tok is not None else "chat"))
+    if not os.path.isdir(model):
+        raise FileNotFoundError(f"{model}: not a model folder (save_pretrained output) nor an http(s) URL")
+    return TransformersBackend.from_pretrained(model, device=device, **kwargs)

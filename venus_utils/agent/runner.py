@@ -1,0 +1,110 @@
+"""Run the agent over a question file: resumable JSONL predictions with DR-Venus's inference fields.
+
+Input: ``.jsonl`` rows with ``question`` (and optionally ``answer``/``gt``, ``index``), or a ``.parquet`` in
+the verl QA schema (``prompt`` = [{role: user, content}], ``reward_model.ground_truth``, ``extra_info.index``).
+Output: one line per (question, sample) with question, messages, prediction, termination, turns,
+parse_error_count, tool_call_count, dedup_count, final_token_count, elapsed_seconds (DR-Venus's record) plus
+index, sample, gt, data_source, turn_log, boundaries (and token ids with ``token_ids=True``).  Lines already
+in the output are kept and skipped on a rerun; a torn last line (a killed run) is dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from ..io import atomic_write, dumps_json
+from .loop import AgentConfig, run_agent
+
+
+def load_questions(path: str | Path) -> list[dict]:
+    """``[{index, question, gt, data_source}]`` from a JSONL or verl-schema parquet file."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: question file not found")
+    rows: list[dict] = []
+    if path.suffix == ".parquet":
+        import pandas as pd
+
+        for i, row in enumerate(pd.read_parquet(path).to_dict("records")):
+            prompt = row.get("prompt")
+            users = [m for m in (list(prompt) if prompt is not None else []) if m.get("role") == "user"]
+            if not users or not str(users[-1].get("content", "")).strip():
+                raise ValueError(f"{path}: row {i}: 'prompt' has no user message with the question")
+            extra, reward = row.get("extra_info") or {}, row.get("reward_model") or {}
+            rows.append({"index": str(extra.get("index", i)), "question": users[-1]["content"],
+                         "gt": reward.get("ground_truth"), "data_source": row.get("data_source")})
+    elif path.suffix in (".jsonl", ".json"):
+        with path.open(encoding="utf-8") as fh:
+            for lineno, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    obj = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise ValueError(f"{path}:{lineno}: not valid JSON ({exc})") from None
+                if not isinstance(obj, dict) or not str(obj.get("question", "")).strip():
+                    raise ValueError(f"{path}:{lineno}: needs a non-empty 'question' field")
+                rows.append({"index": str(obj.get("index", obj.get("id", lineno - 1))), "question": obj["question"],
+                             "gt": obj.get("gt", obj.get("answer")), "data_source": obj.get("data_source")})
+    else:
+        raise ValueError(f"{path}: expected a .jsonl or .parquet question file")
+    seen: set[str] = set()
+    for row in rows:
+        if row["index"] in seen:
+            raise ValueError(f"{path}: duplicate question index {row['index']!r}")
+        seen.add(row["index"])
+    return rows
+
+
+def _done(output: Path) -> set[tuple[str, int]]:
+    """Keys already answered; drops a torn trailing line (rewritten atomically)."""
+    if not output.exists():
+        return set()
+    good, done = [], set()
+    for line in output.read_text(encoding="utf-8").splitlines():
+        try:
+            rec = json.loads(line)
+            done.add((str(rec["index"]), int(rec["sample"])))
+            good.append(line)
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+            continue
+    atomic_write(output, "".join(f"{line}\n" for line in good))
+    return done
+
+
+async def run_file_async(input_path: str | Path, output_path: str | Path, backend: Any, tools: Any,
+                         cfg: AgentConfig | None = None, samples: int = 1, workers: int = 4,
+                         limit: int | None = None, token_ids: bool = False, progress: bool = True) -> dict:
+    questions = load_questions(input_path)[:limit]
+    output = Path(output_path)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    done = _done(output)
+    todo = [(q, s) for q in questions for s in range(samples) if (q["index"], s) not in done]
+    gate = asyncio.Semaphore(max(1, workers))
+    bar = tqdm(total=len(todo), desc="agent", disable=not progress)
+    counts: dict[str, int] = {}
+
+    async def one(q: dict, sample: int) -> None:
+        async with gate:
+            rollout = await run_agent(q["question"], backend, tools, cfg)
+        record = {"index": q["index"], "sample": sample, "gt": q["gt"], "data_source": q["data_source"],
+                  **rollout.to_dict(token_ids=token_ids)}
+        with output.open("a", encoding="utf-8") as fh:  # one line per finished rollout: resumable
+            fh.write(dumps_json(record, indent=None) + "\n")
+        counts[rollout.termination] = counts.get(rollout.termination, 0) + 1
+        bar.update(1)
+
+    await asyncio.gather(*(one(q, s) for q, s in todo))
+    bar.close()
+    return {"questions": len(questions), "skipped": len(done), "ran": len(todo), "terminations": counts,
+            "output": str(output)}
+
+
+def run_file(*args, **kwargs) -> dict:
+    """Blocking :func:`run_file_async`."""
+    return asyncio.run(run_file_async(*args, **kwargs))

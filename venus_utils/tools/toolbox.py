@@ -1,0 +1,119 @@
+"""One entry point for tool calls: argument checks, dispatch, a timeout, and errors as text.
+
+``await toolbox.call(name, arguments)`` always returns the text that goes inside ``<tool_response>``: a
+malformed argument, an unknown tool, a timeout or an exception become DR-Venus's error messages, so a
+rollout never crashes on a tool (rl-inference §2 failure cases, §3.3).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..env import redact
+from ..protocol import ToolCall
+
+SEARCH_ARGS_ERROR = "[Search] Invalid request format: Input must be a JSON object containing 'query' field"
+VISIT_ARGS_ERROR = "[Visit] Invalid request format: Input must be a JSON object containing 'url' and 'goal' fields"
+
+
+def _as_str_list(value: Any) -> list[str] | None:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) and v.strip() for v in value):
+        return None
+    return [v.strip() for v in value]
+
+
+@dataclass
+class Toolbox:
+    """``search`` + ``visit`` backends behind DR-Venus's dispatcher (unknown names: ``Error: Tool X not found``)."""
+
+    search_backend: Any
+    visit_backend: Any
+    timeout: float = 150.0  # seconds per tool call, DR-Venus's RL tool timeout
+    stats: dict = field(default_factory=lambda: {"calls": 0, "errors": 0, "timeouts": 0})
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return ("search", "visit")
+
+    async def _dispatch(self, name: str, arguments: dict) -> str:
+        if name == "search":
+            queries = _as_str_list(arguments.get("query", arguments.get("queries")))
+            if queries is None:
+                return SEARCH_ARGS_ERROR
+            return await self.search_backend.search(queries)
+        if name == "visit":
+            urls = _as_str_list(arguments.get("url", arguments.get("urls")))
+            goal = arguments.get("goal", "")
+            goal = goal[0] if isinstance(goal, list) and goal else goal
+            if urls is None or not isinstance(goal, str):
+                return VISIT_ARGS_ERROR
+            return await self.visit_backend.visit(urls, goal)
+        return f"Error: Tool {name} not found"
+
+    def hide_keys(self, text: str) -> str:
+        """Mask the environment's secrets and any key given to a backend object."""
+        text = redact(text)
+        for backend in (self.search_backend, self.visit_backend):
+            for attr in ("api_key", "jina_key", "extractor_key"):
+                key = getattr(backend, attr, None)
+                if isinstance(key, str) and len(key) >= 4:
+                    text = text.replace(key, "***")
+        return text
+
+    async def call(self, name: str, arguments: dict | None) -> str:
+        """Run one call; never raises (except on cancellation of the caller)."""
+        self.stats["calls"] += 1
+        if not isinstance(arguments, dict):
+            arguments = {}
+        try:
+            text = await asyncio.wait_for(self._dispatch(name, arguments), self.timeout)
+        except asyncio.TimeoutError:
+            self.stats["timeouts"] += 1
+            return f"Tool execution timed out after {self.timeout:g} seconds."
+        except Exception as exc:  # a tool bug must not end the rollout
+            self.stats["errors"] += 1
+            return self.hide_keys(f"Tool execution error: {type(exc).__name__}: {exc}")
+        return self.hide_keys(text) if text else "ERROR: empty tool result"
+
+    async def run(self, call: ToolCall) -> str:
+        return await self.call(call.name, call.arguments)
+
+    def call_sync(self, name: str, arguments: dict | None) -> str:
+        return asyncio.run(self.call(name, arguments))
+
+
+def make_toolbox(
+    backend: str = "local",
+    world_dir: str | Path | None = None,
+    timeout: float = 150.0,
+    cache_dir: str | Path | None = None,
+    **knobs: Any,
+) -> Toolbox:
+    """``local``: BM25 + page extracts over ``world_dir`` (settings from its world.json, ``knobs`` override:
+    top_k, snippet_chars, max_sentences, with_evidence); ``web``: Serper + Jina (+ extractor), keys from the
+    environment, ``knobs`` passed to both (e.g. attempts, backoff, top_k)."""
+    if backend == "local":
+        from .search import LocalSearch
+        from .visit import LocalVisit
+
+        if world_dir is None:
+            raise ValueError("the local tools need world_dir (a folder built by `python -m venus_utils.world build`)")
+        search_knobs = {k: knobs[k] for k in ("top_k", "snippet_chars") if k in knobs}
+        visit_knobs = {k: knobs[k] for k in ("max_sentences", "with_evidence") if k in knobs}
+        return Toolbox(LocalSearch.from_world(world_dir, **search_knobs), LocalVisit.from_world(world_dir, **visit_knobs),
+                       timeout=timeout)
+    if backend in ("web", "serper", "jina"):
+        from .search import SerperSearch
+        from .visit import JinaVisit
+
+        cache = str(cache_dir) if cache_dir else None
+        shared = {k: knobs[k] for k in ("attempts", "backoff") if k in knobs}
+        search = SerperSearch(cache_dir=cache, top_k=knobs.get("top_k", 10), timeout=knobs.get("http_timeout", 30.0), **shared)
+        visit = JinaVisit(cache_dir=cache, timeout=knobs.get("http_timeout", 60.0), **shared)
+        return Toolbox(search, visit, timeout=timeout)
+    raise ValueError(f"unknown tool backend {backend!r}: expected 'local' or 'web'")

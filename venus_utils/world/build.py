@@ -1,0 +1,228 @@
+"""Build the offline research world folder (deterministic for a seed).
+
+Layout (the run-folder contract): ``pages.jsonl``, ``qa/{train,val,test}.parquet`` (the verl QA schema of
+DR-Venus's ``RL/data/test.parquet``), ``trajectories/train-NNNNN.parquet`` (raw REDSearcher schema: ``meta``
+{question, answer}, ``messages`` without a system message, tool results as role ``user`` with raw Serper
+text, ``system_prompt``), ``trajectory_noise.jsonl`` (the noise injected in each row) and ``world.json``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from tqdm.auto import tqdm
+
+from .. import protocol
+from ..io import atomic_path, read_json, write_json, write_jsonl
+from .expert import NOISE_KINDS, Expert, NoiseLog, inject_noise
+from .graph import SIZES, NameMaker, build_graph
+from .questions import make_questions
+
+DATA_SOURCE = "venus_world"
+ABILITY = "search & question answering"  # DR-Venus's constant
+
+
+@dataclass
+class WorldConfig:
+    """Knobs of the offline world (defaults: DR-Venus's tool settings, a small world, light noise)."""
+
+    seed: int = 0
+    size: str = "small"  # tiny (~90 pages) | small (~300) | medium (~3,000) pages per sub-world
+    n_worlds: int = 1  # sub-worlds in one index (more entities -> more training data, facts cannot be memorised)
+    heldout_worlds: int = 0  # the last sub-worlds' questions go only to val/test (their pages stay in the index)
+    val_frac: float = 0.05  # share of start entities whose questions form val
+    test_frac: float = 0.10  # share of start entities whose questions form test
+    min_hops: int = 2
+    max_hops: int = 4
+    namesake_rate: float = 0.10  # share of people / organisations that are near-namesakes of another
+    distractor_rate: float = 0.25  # share of pages with a misleading extra sentence
+    search_top_k: int = 10  # results per query (Serper default 10; offline profiles use fewer)
+    snippet_chars: int = 160  # snippet length (Serper snippets are ~160 characters)
+    visit_max_sentences: int = 2  # sentences a local visit returns
+    visit_with_evidence: bool = False  # local visit also returns the whole page as "Evidence in page"
+    visit_policy: str = "always"  # expert: visit every hop's page | "needed": only when the snippet lacks the fact
+    noise: dict = field(default_factory=lambda: {"duplicate": 0.08, "malformed": 0.05, "disallowed": 0.05, "wrong_answer": 0.05})
+    query_string_rate: float = 0.10  # expert search calls with a plain-string query (valid; the cleaner normalises)
+    max_trajectories: int | None = None  # cap on expert trajectories (None: one per train question)
+    shard_size: int = 10_000  # rows per trajectory parquet shard
+    current_date: str = protocol.DEFAULT_DATE
+
+    def __post_init__(self):
+        if self.size not in SIZES:
+            raise ValueError(f"size must be one of {sorted(SIZES)}, got {self.size!r}")
+        if not 0 <= self.heldout_worlds < max(self.n_worlds, 1) or self.n_worlds < 1:
+            raise ValueError("need n_worlds >= 1 and 0 <= heldout_worlds < n_worlds")
+        unknown = set(self.noise) - set(NOISE_KINDS)
+        if unknown:
+            raise ValueError(f"unknown noise kinds {sorted(unknown)}; known: {NOISE_KINDS}")
+
+
+def _unit(*parts) -> float:
+    """A stable number in [0, 1) from ``parts`` (not Python's salted hash)."""
+    digest = hashlib.sha256("|".join(map(str, parts)).encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+def _split(cfg: WorldConfig, q) -> str:
+    u = _unit(cfg.seed, "split", q.chain[0].id)
+    if q.world >= cfg.n_worlds - cfg.heldout_worlds:
+        return "val" if u < cfg.val_frac / max(cfg.val_frac + cfg.test_frac, 1e-9) else "test"
+    return "test" if u < cfg.test_frac else "val" if u < cfg.test_frac + cfg.val_frac else "train"
+
+
+def _qa_table(rows: list[dict]):
+    import pyarrow as pa
+
+    schema = pa.schema([
+        ("data_source", pa.string()),
+        ("prompt", pa.list_(pa.struct([("content", pa.string()), ("role", pa.string())]))),
+        ("ability", pa.string()),
+        ("reward_model", pa.struct([("ground_truth", pa.string()), ("style", pa.string())])),
+        ("extra_info", pa.struct([("index", pa.string()), ("split", pa.string()), ("template", pa.string()),
+                                  ("hops", pa.int32()), ("world", pa.int32())])),
+    ])
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+def _trajectory_table(rows: list[dict]):
+    import pyarrow as pa
+
+    schema = pa.schema([
+        ("meta", pa.struct([("question", pa.string()), ("answer", pa.string())])),
+        ("messages", pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))),
+        ("system_prompt", pa.string()),
+    ])
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+def _write_parquet(path: Path, table) -> None:
+    import pyarrow.parquet as pq
+
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp)
+
+
+def build_world(out_dir: str | Path, seed: int = 0, size: str = "small", progress: bool = True, **knobs) -> dict:
+    """Generate the world into ``out_dir`` and return its ``world.json`` content (see the module docstring)."""
+    from ..tools.search import LocalSearch
+    from ..tools.visit import LocalVisit
+
+    cfg = WorldConfig(seed=seed, size=size, **knobs)
+    out, t0 = Path(out_dir), time.perf_counter()
+    names = NameMaker(random.Random(f"{seed}-names"))
+    entities, pages = [], []
+    for w in range(cfg.n_worlds):
+        ents, trivia = build_graph(w, SIZES[cfg.size], random.Random(f"{seed}-graph-{w}"), names,
+                                   cfg.namesake_rate, cfg.distractor_rate)
+        entities += ents
+        pages += [{"url": e.url, "title": e.name, "text": e.text, "id": e.id, "type": e.type, "world": e.world} for e in ents]
+        pages += trivia
+    by_id = {e.id: e for e in entities}
+    questions = make_questions(entities, by_id, cfg.min_hops, cfg.max_hops)
+
+    search = LocalSearch(pages, top_k=cfg.search_top_k, snippet_chars=cfg.snippet_chars)
+    visit = LocalVisit(pages, max_sentences=cfg.visit_max_sentences, with_evidence=cfg.visit_with_evidence)
+    expert = Expert(search, visit, cfg.visit_policy, cfg.query_string_rate)
+    solved, unsolvable = [], 0
+    for n, q in enumerate(tqdm(questions, desc="expert", disable=not progress, mininterval=2)):
+        msgs = expert.solve(q, random.Random(f"{seed}-expert-{n}"))
+        if msgs is None:
+            unsolvable += 1
+        else:
+            solved.append((q, msgs))
+
+    qa = {"train": [], "val": [], "test": []}
+    for n, (q, msgs) in enumerate(solved):
+        split = _split(cfg, q)
+        qa[split].append((q, msgs, n))
+    for split, items in qa.items():
+        rows = [{"data_source": DATA_SOURCE, "prompt": [{"content": q.text, "role": "user"}], "ability": ABILITY,
+                 "reward_model": {"ground_truth": protocol.ANSWER_SPLIT.join(q.aliases), "style": "rule"},
+                 "extra_info": {"index": f"{DATA_SOURCE}_{seed}_{n}", "split": split, "template": q.template,
+                                "hops": q.hops, "world": q.world}} for q, _, n in items]
+        _write_parquet(out / "qa" / f"{split}.parquet", _qa_table(rows))
+
+    train = qa["train"]
+    if cfg.max_trajectories is not None and len(train) > cfg.max_trajectories:
+        train = random.Random(f"{seed}-cap").sample(train, cfg.max_trajectories)
+        train.sort(key=lambda t: t[2])
+    wrong_pools: dict[str, set] = {}  # wrong answers of the right kind: other answers of the same template
+    for q, _ in solved:
+        wrong_pools.setdefault(q.template, set()).add(q.answer)
+    wrong_pool_all = sorted({q.answer for q, _ in solved})
+    log, noise_rows, traj_rows = NoiseLog(), [], []
+    sys_prompt = protocol.system_prompt(cfg.current_date)
+    for row, (q, msgs, n) in enumerate(train):
+        msgs, kinds = inject_noise(msgs, q, random.Random(f"{seed}-noise-{n}"), cfg.noise, expert,
+                                   sorted(wrong_pools[q.template]) if len(wrong_pools[q.template]) > 1 else wrong_pool_all)
+        for k in kinds:
+            log.rows[k] += 1
+            if k in log.turns:
+                log.turns[k] += 1
+        noise_rows.append({"row": row, "index": f"{DATA_SOURCE}_{seed}_{n}", "noise": kinds})
+        traj_rows.append({"meta": {"question": q.text, "answer": q.answer}, "messages": msgs, "system_prompt": sys_prompt})
+    shards = []
+    for s, start in enumerate(range(0, max(len(traj_rows), 1), cfg.shard_size)):
+        path = out / "trajectories" / f"train-{s:05d}.parquet"
+        _write_parquet(path, _trajectory_table(traj_rows[start : start + cfg.shard_size]))
+        shards.append(path.name)
+    write_jsonl(out / "pages.jsonl", pages)
+    write_jsonl(out / "trajectory_noise.jsonl", noise_rows)
+
+    hops = {}
+    for q, _ in solved:
+        hops[str(q.hops)] = hops.get(str(q.hops), 0) + 1
+    meta = {
+        "format": "venus-world/1",
+        "config": asdict(cfg),
+        "current_date": cfg.current_date,
+        "tools": {"search": {"top_k": cfg.search_top_k, "snippet_chars": cfg.snippet_chars},
+                  "visit": {"max_sentences": cfg.visit_max_sentences, "with_evidence": cfg.visit_with_evidence}},
+        "counts": {
+            "pages": len(pages),
+            "entities": {t: sum(e.type == t for e in entities) for t in ("country", "city", "person", "org", "work")},
+            "trivia_pages": sum(p["type"] == "trivia" for p in pages),
+            "questions_generated": len(questions),
+            "questions_unsolvable": unsolvable,
+            "questions": {k: len(v) for k, v in qa.items()},
+            "questions_by_hops": dict(sorted(hops.items())),
+        },
+        "trajectories": {
+            "rows": len(traj_rows),
+            "shards": shards,
+            "noise_rows": log.rows,
+            "clean_rows": sum(not r["noise"] for r in noise_rows),
+            # what DR-Venus's cleaner (prepare_trajectories.py) should report on these shards
+            "expected_cleaner": {
+                "duplicate_tool_turns_removed": log.turns["duplicate"],
+                "pruned_tool_turns_removed": log.turns["disallowed"],
+                "pruned_tool_response_turns_removed": log.turns["disallowed"],
+                "pruned_tool_name_counts": {"PythonInterpreter": log.turns["disallowed"]} if log.turns["disallowed"] else {},
+                "malformed_tool_turns_skipped": log.turns["malformed"],
+                "wrong_final_answers": log.rows["wrong_answer"],
+            },
+        },
+        "build_seconds": round(time.perf_counter() - t0, 2),
+    }
+    write_json(out / "world.json", meta)
+    return meta
+
+
+def load_world_meta(world_dir: str | Path) -> dict:
+    path = Path(world_dir) / "world.json"
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: not a world folder (build one with `python -m venus_utils.world build --out DIR`)")
+    return read_json(path)
+
+
+def load_pages(world_dir: str | Path) -> list[dict]:
+    from ..io import read_jsonl
+
+    path = Path(world_dir) / "pages.jsonl"
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: not a world folder (build one with `python -m venus_utils.world build --out DIR`)")
+    return read_jsonl(path)
