@@ -16,7 +16,7 @@ export TOKENIZERS_PARALLELISM := false
 export PYTHONUNBUFFERED := 1
 export UNSLOTH_DISABLE_STATS := 1
 
-.PHONY: help setup setup-unsloth pipeline test test-core test-unsloth lab gpu bench clean-runs
+.PHONY: help setup setup-unsloth browser pipeline test test-core test-unsloth lab gpu bench clean-runs
 
 help:
 	@echo "make pipeline   run all notebooks on the offline default (PROFILE=smoke|cpu|paper|colab)"
@@ -65,7 +65,14 @@ pipeline: $(ENV_STAMP)
 
 test: test-core test-unsloth
 
-test-core: $(ENV_STAMP)
+# The web-demo tests drive Debian's Chromium through Playwright (never `playwright install`, which downloads
+# its own browser). Installed here when missing and possible (root + apt); otherwise those tests skip.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
+	  echo "chromium is not installed: the web-demo browser tests will be skipped"
+
+test-core: $(ENV_STAMP) browser
 	$(VENV)/bin/python -m pytest -m "not unsloth" $(PYTEST_ARGS)
 
 test-unsloth: $(UVENV)/.stamp

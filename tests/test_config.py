@@ -43,3 +43,8 @@ def test_reserved_and_malformed(tmp_path):
         load_profile(write(tmp_path, "a: [1,\n"))
     with pytest.raises(ConfigError, match="not found"):
         load_profile(tmp_path / "missing.yaml")
+
+
+@pytest.mark.parametrize("key", ["max_new_tokens", "tokens_per_turn", "max_tokens", "keyword"])
+def test_ordinary_keys_are_not_mistaken_for_secrets(tmp_path, key):
+    load_profile(write(tmp_path, f"01_clean:\n  {key}: 5\n"))

@@ -25,7 +25,7 @@ from typing import Any
 import yaml
 
 STAGE_RE = re.compile(r"^\d\d_[a-z0-9_]+$")
-SECRET_RE = re.compile(r"(^|_)(api_?key|apikey|secret|token|password|passwd|key_id)s?$", re.IGNORECASE)
+SECRET_RE = re.compile(r"(^|_)(api_?keys?|apikey|secrets?|token|password|passwd|key_id)$", re.IGNORECASE)  # not max_new_tokens
 RESERVED = {"run_dir", "stage_dir", "profile"}
 
 
