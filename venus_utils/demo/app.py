@@ -1,0 +1,185 @@
+"""The Gradio web demo: settings, a live research feed of step cards, the final-answer panel.
+
+    python -m venus_utils.demo [--port 7860] [--host 127.0.0.1] [--concurrency 2]
+
+Same layout as DR-Venus's web demo (settings on the left; question, Start/Stop, the "Research Process"
+feed and the "Final Answer" panel on the right), without its defects: every browser session has its own
+run, Stop stops it, keys typed in the UI are handed to that run only, endpoint URLs are parsed rather than
+character-stripped, the server binds 127.0.0.1 unless told otherwise, concurrent users wait in a queue,
+and input sizes are bounded.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import replace
+from typing import Any
+
+import gradio as gr
+
+from .cards import render_html, steps_from_messages
+from .runner import MAX_QUESTION_CHARS, MAX_STEPS_LIMIT, DemoSettings, InputError, Run, RunFn, check_question
+
+POLL_S = 0.5  # how often the feed refreshes while a run is going
+TERMINAL = ("Completed", "Stopped", "Error")
+
+
+def _answer_markdown(run: Run | None) -> str:
+    if run is None:
+        return "*No answer yet.*"
+    _, result, status = run.snapshot()
+    if run.error:
+        return f"**Error:** `{run.error}`"
+    if not result:
+        return "*Researching…*" if status in ("Running", "Starting") else "*No answer.*"
+    answer = result.get("prediction") or "*(no answer)*"
+    rows = [("termination", result.get("termination", "")), ("turns", result.get("turns", "")),
+            ("tool calls", result.get("tool_call_count", "")), ("elapsed", f"{run.elapsed:.1f} s")]
+    table = "| " + " | ".join(k for k, _ in rows) + " |\n|" + "---|" * len(rows) + "\n| " + " | ".join(
+        str(v) for _, v in rows) + " |"
+    return f"**Answer:** {answer}\n\n{table}"
+
+
+def _status_markdown(run: Run | None) -> str:
+    if run is None:
+        return "Status: **Idle**"
+    return f"Status: **{run.status}** · {len(steps_from_messages(run.snapshot()[0])) - 1} steps · {run.elapsed:.0f} s"
+
+
+class DemoServer:
+    """The runs of every browser session (keyed by Gradio's session hash) and the Blocks app."""
+
+    def __init__(self, run_fn: RunFn | None = None, defaults: DemoSettings | None = None, concurrency: int = 2,
+                 max_queue: int = 16):
+        if run_fn is None:
+            from .runner import agent_run_fn as run_fn
+        self.run_fn = run_fn
+        self.defaults = defaults or DemoSettings()
+        self.concurrency, self.max_queue = concurrency, max_queue
+        self.runs: dict[str, Run] = {}
+        self._lock = threading.Lock()
+
+    # ---- handlers ------------------------------------------------------------------------------------
+    def _session(self, request: Any) -> str:
+        return getattr(request, "session_hash", None) or "default"
+
+    def start(self, question, model, checkpoint, endpoint, endpoint_model, endpoint_key, tools, world_dir,
+              serper_key, jina_key, summary_base, summary_key, summary_model, max_steps, request: gr.Request = None):
+        """Generator: validate, start this session's run, then stream (feed, answer, status) until it ends."""
+        try:
+            question = check_question(question)
+            settings = replace(self.defaults, model=model, checkpoint=checkpoint, endpoint=endpoint,
+                               endpoint_model=endpoint_model, endpoint_key=endpoint_key, tools=tools,
+                               world_dir=world_dir, serper_key=serper_key, jina_key=jina_key,
+                               summary_base=summary_base, summary_key=summary_key, summary_model=summary_model,
+                               max_steps=max_steps, extra=dict(self.defaults.extra)).validated()
+        except InputError as exc:
+            yield render_html([]), "*No answer yet.*", f"Status: **Error** · {exc}"
+            return
+        session = self._session(request)
+        with self._lock:
+            previous = self.runs.get(session)
+            if previous is not None and not previous.done:
+                previous.stop()
+            run = self.runs[session] = Run(question, settings, self.run_fn).start()
+        while not run.done:
+            yield render_html(steps_from_messages(run.snapshot()[0])), _answer_markdown(run), _status_markdown(run)
+            time.sleep(POLL_S)
+        yield render_html(steps_from_messages(run.snapshot()[0])), _answer_markdown(run), _status_markdown(run)
+
+    def stop(self, request: gr.Request = None):
+        run = self.runs.get(self._session(request))
+        if run is None or run.done:
+            return _status_markdown(run)
+        run.stop()
+        return _status_markdown(run)
+
+    def forget(self, request: gr.Request = None):
+        """A closed tab stops its run."""
+        with self._lock:
+            run = self.runs.pop(self._session(request), None)
+        if run is not None:
+            run.stop()
+
+    def check_service(self, endpoint: str, endpoint_key: str) -> str:
+        """``GET {base}/models`` on the endpoint (DR-Venus's "Check Service")."""
+        import httpx
+
+        from .runner import hide_secrets, normalize_base_url
+
+        try:
+            base = normalize_base_url(endpoint)
+        except InputError as exc:
+            return f"❌ {exc}"
+        key = (endpoint_key or "").strip()[:512]
+        try:
+            response = httpx.get(f"{base}/models", headers={"Authorization": f"Bearer {key}"} if key else {}, timeout=5.0)
+            response.raise_for_status()
+            names = [m.get("id", "?") for m in response.json().get("data", [])]
+            return f"✅ {base} serves: {', '.join(names) or '(no models listed)'}"
+        except Exception as exc:  # unreachable, 401, not an OpenAI server...
+            return "❌ " + hide_secrets(f"{base}: {type(exc).__name__}: {exc}", [key])
+
+    # ---- layout --------------------------------------------------------------------------------------
+    def build(self) -> gr.Blocks:
+        d = self.defaults
+        with gr.Blocks(title="venus-recipe · deep-research demo", analytics_enabled=False) as demo:
+            gr.Markdown("## venus-recipe · deep-research agent\nAsk a question and watch the agent search and read.")
+            with gr.Row():
+                with gr.Column(scale=1, min_width=280):
+                    gr.Markdown("### Settings")
+                    model = gr.Radio([("tiny offline agent", "tiny"), ("trained checkpoint", "checkpoint"),
+                                      ("OpenAI-compatible endpoint", "endpoint")], value=d.model, label="Model",
+                                     elem_id="model")
+                    checkpoint = gr.Textbox(d.checkpoint, label="Checkpoint folder", max_length=512)
+                    endpoint = gr.Textbox(d.endpoint, label="Endpoint URL", placeholder="http://127.0.0.1:6001/v1",
+                                          max_length=512)
+                    endpoint_model = gr.Textbox(d.endpoint_model, label="Served model name", max_length=512)
+                    endpoint_key = gr.Textbox("", label="Endpoint API key", type="password", max_length=512)
+                    check = gr.Button("Check service", size="sm")
+                    service = gr.Markdown("")
+                    tools = gr.Radio([("local (offline world)", "local"), ("web (Serper + Jina)", "web")],
+                                     value=d.tools, label="Tools", elem_id="tools")
+                    world_dir = gr.Textbox(d.world_dir, label="Offline world folder", max_length=512)
+                    with gr.Accordion("Web tool keys", open=False):
+                        serper_key = gr.Textbox("", label="Serper key", type="password", max_length=512)
+                        jina_key = gr.Textbox("", label="Jina key", type="password", max_length=512)
+                        summary_base = gr.Textbox(d.summary_base, label="Summary model URL", max_length=512)
+                        summary_key = gr.Textbox("", label="Summary model key", type="password", max_length=512)
+                        summary_model = gr.Textbox(d.summary_model, label="Summary model name", max_length=512)
+                    max_steps = gr.Slider(1, MAX_STEPS_LIMIT, value=d.max_steps, step=1, label="Max steps")
+                with gr.Column(scale=3):
+                    question = gr.Textbox(label="Question", lines=3, max_length=MAX_QUESTION_CHARS,
+                                          elem_id="question", placeholder="What would you like to research?")
+                    with gr.Row():
+                        start = gr.Button("Start", variant="primary", elem_id="start")
+                        stop = gr.Button("Stop", variant="stop", elem_id="stop")
+                    status = gr.Markdown(_status_markdown(None), elem_id="status")
+                    gr.Markdown("### Research process")
+                    feed = gr.HTML(render_html([]), elem_id="feed")
+                    with gr.Accordion("Final answer", open=True):
+                        answer = gr.Markdown("*No answer yet.*", elem_id="final-answer")
+            inputs = [question, model, checkpoint, endpoint, endpoint_model, endpoint_key, tools, world_dir,
+                      serper_key, jina_key, summary_base, summary_key, summary_model, max_steps]
+            start.click(self.start, inputs, [feed, answer, status], concurrency_limit=self.concurrency,
+                        concurrency_id="runs", show_progress="hidden")
+            question.submit(self.start, inputs, [feed, answer, status], concurrency_limit=self.concurrency,
+                            concurrency_id="runs", show_progress="hidden")
+            stop.click(self.stop, None, [status], concurrency_limit=None, queue=False)
+            check.click(self.check_service, [endpoint, endpoint_key], [service], concurrency_limit=None)
+            demo.unload(self.forget)
+        demo.queue(max_size=self.max_queue, default_concurrency_limit=self.concurrency)
+        return demo
+
+
+def launch(host: str = "127.0.0.1", port: int = 7860, run_fn: RunFn | None = None,
+           defaults: DemoSettings | None = None, concurrency: int = 2, block: bool = True):
+    """Start the server; returns ``(demo, url)`` (and blocks until Ctrl-C when ``block``)."""
+    os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+    server = DemoServer(run_fn, defaults, concurrency)
+    demo = server.build()
+    _, url, _ = demo.launch(server_name=host, server_port=port, share=False, ssr_mode=False, quiet=True,
+                            prevent_thread_lock=not block, max_file_size="1mb")
+    return demo, url

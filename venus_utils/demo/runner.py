@@ -1,0 +1,351 @@
+"""One research run in a background thread, observable and stoppable: what the web demo (and notebook 06) drive.
+
+DR-Venus's web demo keeps one run in global state, its Stop button does not stop the solver, and the keys
+typed in its UI never reach the tools (they are frozen at import).  Here each browser session owns a
+:class:`Run`; ``stop()`` sets an event that the agent loop checks before every model call and tool call;
+the settings (keys included) are handed to the run itself, never written to ``os.environ``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+from urllib.parse import urlsplit, urlunsplit
+
+MAX_QUESTION_CHARS = 4000  # a research question, not a document
+MAX_FIELD_CHARS = 512  # URLs, model names, keys, paths
+MAX_STEPS_LIMIT = 200  # DR-Venus's inference default; the UI slider stops here
+
+
+class InputError(ValueError):
+    """A setting or question the demo refuses; the message is shown to the user."""
+
+
+def normalize_base_url(url: str) -> str:
+    """An OpenAI-compatible base URL ending in ``/v1`` (or the path the user gave), without a trailing slash.
+
+    ``http://host:6001`` -> ``http://host:6001/v1``; ``http://host:6001/v1/`` -> ``http://host:6001/v1``;
+    ``http://host/v1/chat/completions`` -> ``http://host/v1``.  DR-Venus's ``rstrip("/v1")`` stripped
+    *characters*, so a port ending in 1 lost its digit; this works on the parsed path.
+    """
+    url = (url or "").strip()
+    if len(url) > MAX_FIELD_CHARS:
+        raise InputError(f"the endpoint URL is longer than {MAX_FIELD_CHARS} characters")
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InputError(f"the endpoint URL must look like http://host:port/v1, got {url!r}")
+    try:
+        parts.port  # noqa: B018 - raises on a bad port
+    except ValueError:
+        raise InputError(f"the endpoint URL has an invalid port: {url!r}") from None
+    path = parts.path.rstrip("/")
+    for suffix in ("/chat/completions", "/completions", "/models"):
+        if path.endswith(suffix):
+            path = path[: -len(suffix)]
+    if not path:
+        path = "/v1"
+    return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+
+
+@dataclass
+class DemoSettings:
+    """What the settings column of the web demo (or a notebook cell) chooses."""
+
+    model: str = "tiny"  # tiny (offline tiny agent) | checkpoint (a local model folder) | endpoint (OpenAI-compatible)
+    checkpoint: str = ""  # model folder for model="checkpoint"
+    endpoint: str = ""  # base URL for model="endpoint"
+    endpoint_model: str = "model"  # served model name (DR-Venus serves it as "model")
+    endpoint_key: str = ""  # API key of the endpoint (typed in the UI; never logged)
+    tools: str = "local"  # local (offline world) | web (Serper + Jina)
+    world_dir: str = ""  # offline world for tools="local"
+    serper_key: str = ""  # Serper key for tools="web" (else SERPER_KEY_ID from the environment)
+    jina_key: str = ""  # Jina key for tools="web" (else JINA_API_KEYS)
+    summary_base: str = ""  # extractor endpoint for web visits (else API_BASE)
+    summary_key: str = ""  # extractor key (else API_KEY)
+    summary_model: str = ""  # extractor model (else SUMMARY_MODEL_NAME)
+    max_steps: int = 20  # assistant turns of the run (the last one is forced to answer)
+    max_new_tokens: int = 2048  # per turn (DR-Venus inference: 15000; the tiny CPU model needs far fewer)
+    time_limit_s: float = 600.0  # wall-clock budget of the run (DR-Venus's web demo: 3600)
+    device: str = "cpu"  # for local models
+    extra: dict = field(default_factory=dict)
+
+    def secrets(self) -> list[str]:
+        return [s for s in (self.endpoint_key, self.serper_key, self.jina_key, self.summary_key) if s]
+
+    def validated(self) -> "DemoSettings":
+        """A checked copy: known choices, bounded sizes, a normalised endpoint URL."""
+        for name in ("checkpoint", "endpoint", "endpoint_model", "endpoint_key", "world_dir", "serper_key",
+                     "jina_key", "summary_base", "summary_key", "summary_model"):
+            value = getattr(self, name) or ""
+            if len(value) > MAX_FIELD_CHARS:
+                raise InputError(f"the setting '{name}' is longer than {MAX_FIELD_CHARS} characters")
+            setattr(self, name, value.strip())
+        if self.model not in ("tiny", "checkpoint", "endpoint"):
+            raise InputError(f"unknown model choice {self.model!r}")
+        if self.tools not in ("local", "web"):
+            raise InputError(f"unknown tools choice {self.tools!r}")
+        if self.model == "endpoint":
+            self.endpoint = normalize_base_url(self.endpoint)
+        if self.model == "checkpoint" and not self.checkpoint:
+            raise InputError("choose a checkpoint folder")
+        if self.summary_base:
+            self.summary_base = normalize_base_url(self.summary_base)
+        try:
+            self.max_steps = int(self.max_steps)
+        except (TypeError, ValueError):
+            raise InputError("max steps must be a whole number") from None
+        if not 1 <= self.max_steps <= MAX_STEPS_LIMIT:
+            raise InputError(f"max steps must be between 1 and {MAX_STEPS_LIMIT}")
+        if not 16 <= int(self.max_new_tokens) <= 15_000:
+            raise InputError("max new tokens must be between 16 and 15000")
+        return self
+
+
+def check_question(question: str) -> str:
+    question = (question or "").strip()
+    if not question:
+        raise InputError("type a question first")
+    if len(question) > MAX_QUESTION_CHARS:
+        raise InputError(f"the question is longer than {MAX_QUESTION_CHARS} characters")
+    return question
+
+
+def hide_secrets(text: str, secrets: list[str]) -> str:
+    """Mask the UI-typed keys (and the environment's, via ``env.redact``) in a text shown or logged."""
+    from ..env import redact
+
+    for s in secrets:
+        if len(s) >= 4:
+            text = text.replace(s, "***")
+    return redact(text)
+
+
+#: ``run_fn(question, settings, on_messages, stop_event) -> result dict`` (prediction, termination, turns, ...)
+RunFn = Callable[[str, DemoSettings, Callable[[list[dict]], None], threading.Event], dict]
+
+
+class Run:
+    """A run of ``run_fn`` in a daemon thread; ``messages`` is the latest snapshot the loop reported."""
+
+    def __init__(self, question: str, settings: DemoSettings, run_fn: RunFn):
+        self.question, self.settings, self.run_fn = question, settings, run_fn
+        self.stop_event = threading.Event()
+        self.messages: list[dict] = [{"role": "user", "content": question}]
+        self.result: dict[str, Any] | None = None
+        self.error: str | None = None
+        self.status = "Starting"
+        self.started = time.monotonic()
+        self.finished: float | None = None
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._main, daemon=True, name="venus-demo-run")
+
+    def start(self) -> "Run":
+        self.status = "Running"
+        self._thread.start()
+        return self
+
+    def _on_messages(self, messages: list[dict]) -> None:
+        with self._lock:
+            self.messages = [dict(m) for m in messages]
+
+    def _main(self) -> None:
+        try:
+            result = self.run_fn(self.question, self.settings, self._on_messages, self.stop_event)
+            with self._lock:
+                self.result = result
+                if result.get("messages"):
+                    self.messages = [dict(m) for m in result["messages"]]
+                self.status = "Stopped" if self.stop_event.is_set() else "Completed"
+        except Exception as exc:  # shown in the UI, keys masked
+            detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+            with self._lock:
+                self.error = hide_secrets(detail, self.settings.secrets())
+                self.status = "Stopped" if self.stop_event.is_set() else "Error"
+        finally:
+            self.finished = time.monotonic()
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        if self.status == "Running":
+            self.status = "Stopping"
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    @property
+    def done(self) -> bool:
+        return self.finished is not None
+
+    @property
+    def elapsed(self) -> float:
+        return (self.finished or time.monotonic()) - self.started
+
+    def snapshot(self) -> tuple[list[dict], dict | None, str]:
+        with self._lock:
+            return list(self.messages), self.result, self.status
+
+
+def default_settings(run_dir: str = "runs/smoke", model: str = "auto", offline: bool = True,
+                     **overrides: Any) -> DemoSettings:
+    """Settings for a run folder: its offline world (or the web tools) and a model.
+
+    ``model``: ``auto`` (the run's best model, RL > SFT > tiny base), a model folder, or an OpenAI-compatible
+    ``http(s)://host:port/v1`` URL.
+    """
+    from ..eval.loaders import model_candidates
+    from ..stage import resolve_run_dir
+
+    run = resolve_run_dir(run_dir)
+    settings = DemoSettings(tools="local" if offline else "web", world_dir=str(run / "00_setup" / "world"),
+                            extra={"run_dir": str(run)})
+    if model.startswith(("http://", "https://")):
+        settings.model, settings.endpoint = "endpoint", model
+    elif model == "auto":
+        models = model_candidates(run)
+        settings.model, settings.checkpoint = "tiny", str(models[0][1]) if models else ""
+        settings.extra["model_label"] = models[0][0] if models else "none"
+    else:
+        settings.model, settings.checkpoint = "checkpoint", model
+    for key, value in overrides.items():
+        setattr(settings, key, value)
+    return settings
+
+
+# --------------------------------------------------------------------------------------------------------
+# The agent behind a run
+# --------------------------------------------------------------------------------------------------------
+class RunStopped(Exception):
+    """Raised inside the agent loop when the user pressed Stop."""
+
+
+def _set_key(obj: Any, attr: str, key: str, what: str) -> Any:
+    """Give a UI-typed key to a backend or tool object, never through ``os.environ`` (shared by all users).
+
+    An object without the attribute cannot take the key: say so rather than silently ignore it (the defect
+    of DR-Venus's web demo).
+    """
+    if not key:
+        return obj
+    if not hasattr(obj, attr):
+        raise InputError(f"this version of the {what} cannot take a key from the UI; set it in the environment "
+                         "or .env instead")
+    setattr(obj, attr, key)
+    return obj
+
+
+class _Observed:
+    """Wraps the model backend: reports the conversation before every generation and honours Stop."""
+
+    def __init__(self, backend: Any, on_messages: Callable[[list[dict]], None], stop: threading.Event):
+        self.backend, self.on_messages, self.stop_event = backend, on_messages, stop
+        self.chat = getattr(backend, "chat", None)
+        self.conv = None
+
+    async def generate(self, conv, sampling):
+        self.conv = conv
+        self.on_messages(conv.messages)
+        if self.stop_event.is_set():
+            raise RunStopped("stopped by the user")
+        return await self.backend.generate(conv, sampling)
+
+
+class _ObservedTools:
+    """Wraps the toolbox: shows the pending call at once, checks Stop before running it."""
+
+    def __init__(self, tools: Any, model: _Observed):
+        self.tools, self.model = tools, model
+
+    async def run(self, call):
+        if self.model.conv is not None:
+            self.model.on_messages(self.model.conv.messages)
+        if self.model.stop_event.is_set():
+            raise RunStopped("stopped by the user")
+        return await self.tools.run(call)
+
+
+def make_backend(settings: DemoSettings) -> Any:
+    """The model of a run: the run folder's tiny agent, a checkpoint folder, or an OpenAI-compatible endpoint."""
+    from ..agent.backends import OpenAIBackend, TransformersBackend
+
+    if settings.model == "endpoint":
+        return _set_key(OpenAIBackend(settings.endpoint, settings.endpoint_model or "model", mode="chat"),
+                        "api_key", settings.endpoint_key, "endpoint backend")
+    folder = settings.checkpoint
+    if settings.model == "tiny":  # the run folder's best model: RL > SFT > tiny base
+        from ..eval.loaders import best_model
+
+        try:
+            folder = str(best_model(settings.extra.get("run_dir", "runs/smoke"))[1])
+        except FileNotFoundError as exc:
+            raise InputError(str(exc)) from None
+    if not Path(folder).is_dir():
+        raise InputError(f"{folder}: no such model folder")
+    return TransformersBackend.from_pretrained(folder, device=settings.device)
+
+
+def make_tools(settings: DemoSettings) -> Any:
+    """The run's tools: the offline world (local) or Serper + Jina with the keys typed in the UI (web)."""
+    from ..tools import make_toolbox
+
+    if settings.tools == "local":
+        if not settings.world_dir or not (Path(settings.world_dir) / "pages.jsonl").exists():
+            raise InputError(f"no offline world at {settings.world_dir!r}: run notebooks/00_setup first "
+                             "(or `python -m venus_utils.world build --out DIR`)")
+        return make_toolbox("local", settings.world_dir)
+    box = make_toolbox("web")
+    _set_key(box.search_backend, "api_key", settings.serper_key, "search tool (Serper key)")
+    _set_key(box.visit_backend, "jina_key", settings.jina_key, "visit tool (Jina key)")
+    _set_key(box.visit_backend, "extractor_key", settings.summary_key, "visit tool (summary-model key)")
+    if settings.summary_base:
+        box.visit_backend.api_base = settings.summary_base
+    if settings.summary_model:
+        box.visit_backend.model = settings.summary_model
+    return box
+
+
+def _run_coroutine(coro):
+    """``asyncio.run`` that also works inside Jupyter (whose thread already runs an event loop)."""
+    import asyncio
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    box: dict = {}
+
+    def target():
+        try:
+            box["value"] = asyncio.run(coro)
+        except BaseException as exc:  # re-raised in the caller's thread
+            box["error"] = exc
+
+    worker = threading.Thread(target=target, name="venus-agent")
+    worker.start()
+    worker.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def agent_run_fn(question: str, settings: DemoSettings, on_messages: Callable[[list[dict]], None],
+                 stop: threading.Event, backend: Any = None, tools: Any = None) -> dict:
+    """Run the DR-Venus agent loop (:func:`venus_utils.agent.loop.run_agent`) on one question for the demo."""
+    from ..agent.loop import AgentConfig, run_agent
+
+    model = _Observed(backend if backend is not None else make_backend(settings), on_messages, stop)
+    toolbox = _ObservedTools(tools if tools is not None else make_tools(settings), model)
+    cfg = AgentConfig(max_turns=settings.max_steps, max_new_tokens=settings.max_new_tokens,
+                      time_limit_s=settings.time_limit_s)
+    rollout = _run_coroutine(run_agent(question, model, toolbox, cfg))
+    result = rollout.to_dict(token_ids=False)
+    if stop.is_set() and rollout.termination == "exception":
+        result.update(termination="stopped", error=None, traceback=None)
+    elif rollout.error:
+        result["error"] = hide_secrets(rollout.error, settings.secrets())
+        result.pop("traceback", None)
+    return result

@@ -1,0 +1,282 @@
+"""The project's one answer judge: an OpenAI-compatible LLM with the BrowseComp grading prompt, or offline.
+
+DR-Venus grades answers with an LLM judge (Qwen3-235B-A22B-Instruct-2507 by default) and the BrowseComp
+grader prompt, after an exact-match shortcut (spec rl-inference.md §4).  Here:
+
+1. an empty answer is incorrect; a normalised exact match with *any* alias is correct without a call;
+2. with an endpoint configured, the LLM judges the rest (temperature 0.1, top_p 0.95, 3 attempts); all
+   aliases are shown to it as acceptable answers; verdicts are cached on disk (SQLite) keyed by
+   (question, answer, ground truth, judge model), so a rerun costs nothing;
+3. with no endpoint, a deterministic offline judge decides: token F1 of the answer (or of the part that
+   states it: a **bold** span, the first line) against the best alias, at or above a threshold (0.5).
+
+The endpoint comes from the environment or ``.env`` (:func:`venus_utils.env.secret`): ``JUDGE_API_BASE``,
+``JUDGE_API_KEY`` and ``JUDGE_MODEL`` (or DR-Venus's ``JUDGE_MODEL_NAME``), falling back to ``API_BASE`` /
+``API_KEY``.  :meth:`Judge.describe` says which judge ran; keep it next to any number it produced.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import sqlite3
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from ..env import redact, secret
+from . import answers
+
+# From openai/simple-evals browsecomp_eval.py (itself from HLE's run_judge_results.py), verbatim.
+GRADER_TEMPLATE = """
+Judge whether the following [response] to [question] is correct or not based on the precise and unambiguous [correct_answer] below.
+
+[question]: {question}
+
+[response]: {response}
+
+Your judgement must be in the format and criteria specified below:
+
+extracted_final_answer: The final exact answer extracted from the [response]. Put the extracted answer as 'None' if there is no exact, final answer to extract from the response.
+
+[correct_answer]: {correct_answer}
+
+reasoning: Explain why the extracted_final_answer is correct or incorrect based on [correct_answer], focusing only on if there are meaningful differences between [correct_answer] and the extracted_final_answer. Do not comment on any background to the problem, do not attempt to solve the problem, do not argue for any answer different than [correct_answer], focus only on whether the answers match.
+
+correct: Answer 'yes' if extracted_final_answer matches the [correct_answer] given above, or is within a small margin of error for numerical problems. Answer 'no' otherwise, i.e. if there if there is any inconsistency, ambiguity, non-equivalency, or if the extracted answer is incorrect.
+
+
+confidence: The extracted confidence score between 0|\\%| and 100|\\%| from [response]. Put 100 if there is no confidence score available.
+""".strip()
+
+DEFAULT_MODEL = "Qwen3-235B-A22B-Instruct-2507"  # DR-Venus's JUDGE_MODEL_NAME default
+OFFLINE_THRESHOLD = 0.5
+_VERDICT_RE = re.compile(r"\bcorrect\**\s*:\s*\**\s*(yes|no)\b", re.IGNORECASE)
+
+
+def default_cache_path() -> Path:
+    from ..paths import RUNS_DIR
+
+    return Path(os.environ.get("VENUS_JUDGE_CACHE", RUNS_DIR / ".cache" / "judge.sqlite"))
+
+
+def format_correct_answer(ground_truth: Any) -> str:
+    """The ``[correct_answer]`` text: the answer, or every alias when there are several."""
+    names = answers.aliases(ground_truth)
+    if len(names) <= 1:
+        return names[0] if names else ""
+    return "any one of the following (they are equivalent): " + "; ".join(names)
+
+
+def grader_prompt(question: str, answer: str, ground_truth: Any) -> str:
+    return GRADER_TEMPLATE.format(question=question, response=answer, correct_answer=format_correct_answer(ground_truth))
+
+
+def parse_verdict(reply: str) -> bool | None:
+    """``correct: yes|no`` from the judge's reply (after any ``</think>``); None when absent."""
+    reply = reply.split("</think>")[-1]
+    found = _VERDICT_RE.findall(reply)
+    return found[-1].lower() == "yes" if found else None
+
+
+@dataclass
+class Verdict:
+    correct: bool
+    method: str  # "exact" | "llm" | "offline" | "empty" | "error"
+    judge: str  # the judge's name: the LLM model, or "offline-f1>=0.5"
+    score: float | None = None  # token F1 (exact / offline), None for the LLM
+    reply: str | None = None  # the LLM's text, for audit
+    cached: bool = False
+    error: str | None = None
+
+    @property
+    def value(self) -> float:
+        return 1.0 if self.correct else 0.0
+
+
+class _Cache:
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(str(self.path), check_same_thread=False, timeout=30)
+        self._db.execute("CREATE TABLE IF NOT EXISTS verdicts (key TEXT PRIMARY KEY, model TEXT, correct INTEGER, reply TEXT, created REAL)")
+        self._db.commit()
+
+    @staticmethod
+    def key(question: str, answer: str, ground_truth: Any, model: str) -> str:
+        gt = ground_truth if isinstance(ground_truth, str) else answers.aliases(ground_truth)
+        return hashlib.sha256(json.dumps([question, answer, gt, model], ensure_ascii=False).encode()).hexdigest()
+
+    def get(self, key: str) -> tuple[bool, str] | None:
+        with self._lock:
+            row = self._db.execute("SELECT correct, reply FROM verdicts WHERE key = ?", (key,)).fetchone()
+        return (bool(row[0]), row[1]) if row else None
+
+    def put(self, key: str, model: str, correct: bool, reply: str) -> None:
+        with self._lock:
+            self._db.execute("INSERT OR REPLACE INTO verdicts VALUES (?, ?, ?, ?, ?)", (key, model, int(correct), reply, time.time()))
+            self._db.commit()
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+class Judge:
+    """Decides whether an answer matches the ground truth; see the module docstring for the steps."""
+
+    def __init__(
+        self,
+        api_base: str | None = None,
+        api_key: str | None = None,
+        model: str = DEFAULT_MODEL,
+        cache_path: str | Path | None = None,
+        offline_threshold: float = OFFLINE_THRESHOLD,
+        timeout: float = 300.0,
+        attempts: int = 3,
+        backoff: float = 2.0,
+        max_workers: int = 8,
+        enable_thinking: bool | None = None,
+        reason: str = "",
+    ):
+        self.api_base = api_base.rstrip("/") if api_base else None
+        self._api_key = api_key
+        self.model = model
+        self.offline_threshold = offline_threshold
+        self.timeout, self.attempts, self.backoff = timeout, max(1, attempts), backoff
+        self.max_workers = max(1, max_workers)
+        self.enable_thinking = enable_thinking
+        self.reason = reason
+        self._cache = _Cache(cache_path or default_cache_path()) if self.api_base else None
+        self._client = None
+
+    # -- construction -------------------------------------------------------------------------------
+    @classmethod
+    def from_env(cls, kind: str = "auto", cache_path: str | Path | None = None, **kwargs) -> "Judge":
+        """``kind``: ``auto`` (LLM when an endpoint is configured, else offline), ``llm`` or ``offline``."""
+        if kind not in ("auto", "llm", "offline"):
+            raise ValueError(f"judge kind must be auto, llm or offline, got {kind!r}")
+        base = secret("JUDGE_API_BASE") or secret("API_BASE")
+        if kind == "offline" or (kind == "auto" and not base):
+            reason = "asked for" if kind == "offline" else "no JUDGE_API_BASE / API_BASE configured"
+            return cls(api_base=None, reason=reason, **{k: v for k, v in kwargs.items() if k == "offline_threshold"})
+        if not base:
+            raise ValueError("an LLM judge was asked for but neither JUDGE_API_BASE nor API_BASE is set (environment or .env)")
+        key = secret("JUDGE_API_KEY") or secret("API_KEY")
+        model = os.environ.get("JUDGE_MODEL") or os.environ.get("JUDGE_MODEL_NAME") or DEFAULT_MODEL
+        thinking = os.environ.get("ENABLE_JUDGE_THINKING")
+        if thinking is not None and "enable_thinking" not in kwargs:
+            kwargs["enable_thinking"] = thinking.strip().lower() in ("1", "true", "yes")
+        return cls(api_base=base, api_key=key, model=model, cache_path=cache_path, **kwargs)
+
+    @property
+    def kind(self) -> str:
+        return "llm" if self.api_base else "offline"
+
+    @property
+    def name(self) -> str:
+        return self.model if self.api_base else f"offline-f1>={self.offline_threshold:g}"
+
+    def describe(self) -> str:
+        if self.api_base:
+            return redact(
+                f"LLM judge {self.model} at {self.api_base} (BrowseComp grading prompt, exact-match shortcut, all aliases, "
+                f"verdicts cached in {self._cache.path})"
+            )
+        why = f" ({self.reason})" if self.reason else ""
+        return (
+            f"offline judge{why}: exact match, else token F1 >= {self.offline_threshold:g} between the best alias and the "
+            "answer or its highlighted part. Set JUDGE_API_BASE / JUDGE_API_KEY / JUDGE_MODEL for the LLM judge."
+        )
+
+    # -- judging ------------------------------------------------------------------------------------
+    def _shortcut(self, answer: str, ground_truth: Any) -> Verdict | None:
+        if not answer or not str(answer).strip() or str(answer).strip().lower() == "answer here":
+            return Verdict(False, "empty", self.name, 0.0)
+        if answers.exact_match(answer, ground_truth):
+            return Verdict(True, "exact", self.name, 1.0)
+        if not self.api_base:
+            score = answers.best_span_f1(answer, ground_truth)
+            return Verdict(score >= self.offline_threshold, "offline", self.name, round(score, 4))
+        return None
+
+    def _http(self):
+        if self._client is None:
+            import httpx
+
+            self._client = httpx.Client(timeout=self.timeout)
+        return self._client
+
+    def _ask(self, prompt: str) -> str:
+        body: dict = {
+            "model": self.model,
+            "messages": [{"role": "user", "content": prompt}],
+            "temperature": 0.1,
+            "top_p": 0.95,
+            "n": 1,
+        }
+        if self.enable_thinking is not None:
+            body["chat_template_kwargs"] = {"enable_thinking": self.enable_thinking}
+        headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+        last: Exception | None = None
+        for attempt in range(self.attempts):
+            try:
+                resp = self._http().post(f"{self.api_base}/chat/completions", json=body, headers=headers)
+                resp.raise_for_status()
+                return resp.json()["choices"][0]["message"]["content"] or ""
+            except Exception as exc:  # network errors, HTTP errors, malformed replies: retry
+                last = exc
+                if attempt + 1 < self.attempts:
+                    time.sleep(self.backoff * (2**attempt))
+        raise RuntimeError(redact(f"judge request failed after {self.attempts} attempts: {type(last).__name__}: {last}"))
+
+    def _llm(self, question: str, answer: str, ground_truth: Any) -> Verdict:
+        key = _Cache.key(question, answer, ground_truth, self.model)
+        hit = self._cache.get(key)
+        if hit is not None:
+            return Verdict(hit[0], "llm", self.name, None, hit[1], cached=True)
+        try:
+            reply = self._ask(grader_prompt(question, answer, ground_truth))
+        except RuntimeError as exc:
+            return Verdict(False, "error", self.name, error=str(exc))
+        correct = parse_verdict(reply)
+        if correct is None:  # DR-Venus scores an unreadable reply 0; not cached so a rerun asks again
+            return Verdict(False, "error", self.name, reply=reply, error="no 'correct: yes|no' in the judge's reply")
+        self._cache.put(key, self.model, correct, reply)
+        return Verdict(correct, "llm", self.name, None, reply)
+
+    def judge(self, question: str, answer: str, ground_truth: Any) -> Verdict:
+        return self._shortcut(answer, ground_truth) or self._llm(question, answer, ground_truth)
+
+    def judge_many(self, items: Iterable[tuple[str, str, Any]], progress: bool = False) -> list[Verdict]:
+        """Verdicts for (question, answer, ground truth) triples, in order; LLM calls run concurrently."""
+        items = list(items)
+        out: list[Verdict | None] = [self._shortcut(a, g) for _, a, g in items]
+        todo = [i for i, v in enumerate(out) if v is None]
+        if todo:
+            from tqdm.auto import tqdm
+
+            with ThreadPoolExecutor(self.max_workers) as pool:
+                results = pool.map(lambda i: self._llm(*items[i]), todo)
+                for i, verdict in zip(todo, tqdm(results, total=len(todo), desc="judge", disable=not progress)):
+                    out[i] = verdict
+        return out  # type: ignore[return-value]
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+        if self._cache is not None:
+            self._cache.close()
+
+
+def judge_batch(questions: Sequence[str], predictions: Sequence[str], ground_truths: Sequence[Any], judge: Judge | None = None) -> list[float]:
+    """1.0 / 0.0 per prediction with the configured judge (:meth:`Judge.from_env`); prints which judge ran."""
+    judge = judge or Judge.from_env()
+    print(f"[judge] {judge.describe()}")
+    return [v.value for v in judge.judge_many(zip(questions, predictions, ground_truths))]

@@ -1,0 +1,192 @@
+"""Evaluation metrics over the agent's predictions: accuracy, pass@k, per-source tables and behaviour.
+
+The flow in notebook 05 is ``attach_answers`` (predictions + ground truth) -> ``score`` (exact match and
+token F1 from :mod:`venus_utils.eval.answers`, the judge's verdict from :mod:`venus_utils.eval.judge`) ->
+the tables below.  A *scored* table has one row per (question, sample) with at least ``id``, ``source``,
+``sample``, ``correct`` (0/1, the judge's verdict), ``em``, ``f1``, ``turns``, ``tool_call_count`` and
+``termination``.
+
+``pass_at_k`` is the unbiased estimator of Chen et al. (2021), the one behind the Pass@K curves of the
+DR-Venus paper (Figure 2): with ``n`` samples of which ``c`` are correct,
+``pass@k = 1 - C(n-c, k) / C(n, k)``, the probability that at least one of ``k`` samples drawn without
+replacement is correct.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Iterable
+
+import numpy as np
+import pandas as pd
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k from ``n`` samples with ``c`` correct (``1 <= k <= n``, ``0 <= c <= n``)."""
+    if not (isinstance(n, (int, np.integer)) and isinstance(c, (int, np.integer)) and isinstance(k, (int, np.integer))):
+        raise TypeError(f"pass_at_k takes integers, got n={n!r}, c={c!r}, k={k!r}")
+    if n < 1 or not 0 <= c <= n:
+        raise ValueError(f"pass_at_k needs n >= 1 and 0 <= c <= n (n={n}, c={c})")
+    if not 1 <= k <= n:
+        raise ValueError(f"pass_at_k needs 1 <= k <= n (k={k}, n={n})")
+    if n - c < k:
+        return 1.0
+    # 1 - C(n-c, k)/C(n, k) = 1 - prod_{i=n-c+1}^{n} (1 - k/i), stable for large n
+    return float(1.0 - np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))
+
+
+# --------------------------------------------------------------------------------------------------------
+# Joining predictions and ground truth, scoring
+# --------------------------------------------------------------------------------------------------------
+def attach_answers(predictions: pd.DataFrame, qa: pd.DataFrame) -> pd.DataFrame:
+    """Add ``id``, ``answer`` and ``source`` from ``qa`` to each prediction.
+
+    Predictions are matched on ``id`` when they carry one, else on the question text.  Predictions that
+    match no question are counted in ``result.attrs["dropped"]["no_ground_truth"]``; if none matches, a
+    ``ValueError`` says so (wrong QA file).
+    """
+    qa_extra = [c for c in qa.columns if c not in ("id", "question")]  # answer, source, hops...
+    preds = predictions.drop(columns=[c for c in qa_extra if c in predictions.columns])
+    if "id" in preds.columns and preds["id"].notna().all():
+        merged = preds.assign(id=preds["id"].astype(str)).merge(qa[["id", *qa_extra]], on="id", how="left")
+    else:
+        lookup = qa.drop_duplicates("question")[["question", "id", *qa_extra]]
+        merged = preds.drop(columns=["id"], errors="ignore").merge(lookup, on="question", how="left")
+    missing = merged["answer"].isna()
+    if len(merged) and missing.all():
+        raise ValueError(f"none of the {len(merged)} predictions matches a question of the QA table "
+                         f"(first: {merged['question'].iloc[0][:80]!r})")
+    out = merged[~missing].reset_index(drop=True)
+    out.attrs["dropped"] = {"no_ground_truth": int(missing.sum())}
+    return out
+
+
+def score(
+    table: pd.DataFrame,
+    judge: Any = None,
+    exact_match: Callable[[str, str], float] | None = None,
+    token_f1: Callable[[str, str], float] | None = None,
+    progress: bool = False,
+) -> pd.DataFrame:
+    """Add ``em``, ``f1`` and ``correct`` columns to a table with ``question``, ``prediction``, ``answer``.
+
+    ``judge`` decides ``correct``: a :class:`venus_utils.eval.judge.Judge` (its verdict method, e.g. exact /
+    llm / offline / error, goes in ``judge_method``), or a function ``(questions, predictions, answers) ->
+    scores``; by default the configured judge (``Judge.from_env()``).  EM and F1 come from
+    :mod:`venus_utils.eval.answers` unless given.
+    """
+    if exact_match is None or token_f1 is None:
+        from . import answers
+
+        exact_match = exact_match or answers.exact_match
+        token_f1 = token_f1 or answers.token_f1
+    out = table.copy()
+    preds = out["prediction"].fillna("").astype(str).tolist()
+    golds = out["answer"].astype(str).tolist()
+    out["em"] = [float(exact_match(p, g)) for p, g in zip(preds, golds)]
+    out["f1"] = [float(token_f1(p, g)) for p, g in zip(preds, golds)]
+    if judge is None:
+        from .judge import Judge
+
+        judge = Judge.from_env()
+    questions = out["question"].astype(str).tolist()
+    if hasattr(judge, "judge_many"):
+        verdicts = judge.judge_many(zip(questions, preds, golds), progress=progress)
+        out["correct"] = [v.value for v in verdicts]
+        out["judge_method"] = [v.method for v in verdicts]
+    else:
+        out["correct"] = [1.0 if float(v) >= 1.0 else 0.0 for v in judge(questions, preds, golds)]
+    return out
+
+
+# --------------------------------------------------------------------------------------------------------
+# Tables
+# --------------------------------------------------------------------------------------------------------
+def per_question(scored: pd.DataFrame) -> pd.DataFrame:
+    """One row per question: ``n`` samples, ``c`` correct, mean accuracy, EM, F1, turns and tool calls."""
+    g = scored.groupby(["id", "source"], sort=False)
+    return g.agg(n=("correct", "size"), c=("correct", "sum"), accuracy=("correct", "mean"), em=("em", "mean"),
+                 f1=("f1", "mean"), turns=("turns", "mean"), tool_calls=("tool_call_count", "mean")
+                 ).reset_index().astype({"n": int, "c": int})
+
+
+def pass_at_k_curve(scored: pd.DataFrame, ks: Iterable[int] | None = None, by: str | None = None) -> pd.DataFrame:
+    """Mean pass@k over questions for each ``k`` (``k <= `` the smallest sample count), optionally per ``by``.
+
+    Returns columns ``k``, ``pass_at_k`` (and ``by``).
+    """
+    pq = per_question(scored)
+    groups = [(None, pq)] if by is None else list(pq.groupby(by, sort=True))
+    rows = []
+    for key, part in groups:
+        n_min = int(part["n"].min())
+        for k in sorted(set(ks or range(1, n_min + 1))):
+            if k > n_min:
+                continue
+            value = float(np.mean([pass_at_k(int(n), int(c), k) for n, c in zip(part["n"], part["c"])]))
+            rows.append({**({by: key} if by else {}), "k": k, "pass_at_k": value})
+    return pd.DataFrame(rows)
+
+
+def accuracy_by(scored: pd.DataFrame, by: str = "source") -> pd.DataFrame:
+    """Per group of ``by`` (and overall): questions, samples, judged accuracy, EM, F1 and mean turns."""
+    def agg(part: pd.DataFrame) -> dict:
+        return {"questions": part["id"].nunique(), "samples": len(part), "accuracy": part["correct"].mean(),
+                "em": part["em"].mean(), "f1": part["f1"].mean(), "turns": part["turns"].mean()}
+
+    rows = {str(key): agg(part) for key, part in scored.groupby(by, sort=True)}
+    rows["all"] = agg(scored)
+    return pd.DataFrame(rows).T.rename_axis(by).astype(
+        {"questions": int, "samples": int, "accuracy": float, "em": float, "f1": float, "turns": float})
+
+
+def accuracy_by_source(scored: pd.DataFrame) -> pd.DataFrame:
+    """:func:`accuracy_by` the ``source`` column (benchmark or ``data_source``)."""
+    return accuracy_by(scored, "source")
+
+
+def behaviour_vs_correctness(scored: pd.DataFrame) -> pd.DataFrame:
+    """Turns, tool calls and parse errors of correct against incorrect samples (mean and median)."""
+    cols = [c for c in ("turns", "tool_call_count", "parse_error_count") if c in scored]
+    table = scored.assign(outcome=np.where(scored["correct"] >= 1, "correct", "incorrect")).groupby("outcome")[cols]
+    return table.agg(["mean", "median", "count"])
+
+
+def termination_table(scored: pd.DataFrame) -> pd.DataFrame:
+    """How runs ended (answered, max_steps, timeout...): count, share and accuracy per reason."""
+    g = scored.groupby("termination", sort=False)["correct"]
+    out = pd.DataFrame({"count": g.size(), "accuracy": g.mean()})
+    out["share"] = out["count"] / out["count"].sum()
+    return out.sort_values("count", ascending=False)[["count", "share", "accuracy"]]
+
+
+def summarize(scored: pd.DataFrame, ks: Iterable[int] | None = None) -> dict:
+    """Key figures for ``summary.json``: accuracy (mean over samples), EM, F1, pass@k, counts."""
+    curve = pass_at_k_curve(scored, ks)
+    pq = per_question(scored)
+    return {
+        "accuracy": float(scored["correct"].mean()) if len(scored) else float("nan"),
+        "exact_match": float(scored["em"].mean()) if len(scored) else float("nan"),
+        "f1": float(scored["f1"].mean()) if len(scored) else float("nan"),
+        "pass_at_k": {int(k): float(v) for k, v in zip(curve.get("k", []), curve.get("pass_at_k", []))},
+        "n_questions": int(len(pq)),
+        "n_samples": int(len(scored)),
+        "samples_per_question": int(pq["n"].min()) if len(pq) else 0,
+        "mean_turns": float(scored["turns"].mean()) if len(scored) else float("nan"),
+        "terminations": {str(k): int(v) for k, v in scored["termination"].value_counts().items()},
+    }
+
+
+def paper_comparison(run_label: str, accuracy: dict[str, float]) -> pd.DataFrame:
+    """The paper's benchmark table (accuracy %, :func:`venus_utils.reference.results_table`) with this run beside it.
+
+    ``accuracy`` maps a benchmark or QA-set name to a fraction in [0, 1].  Names that are paper benchmarks
+    fill the paper's columns; other sets (e.g. the offline world's test split) get their own columns, empty
+    for the paper's models: the numbers are not comparable and the table does not pretend they are.
+    """
+    from ..reference import results_table
+
+    paper = results_table().astype(float)
+    row = pd.DataFrame({name: [100.0 * float(v) if v is not None and not math.isnan(v) else np.nan]
+                        for name, v in accuracy.items()}, index=[run_label])
+    return pd.concat([paper, row], axis=0)

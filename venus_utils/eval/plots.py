@@ -1,0 +1,80 @@
+"""Evaluation figures (seaborn): accuracy by source, Pass@K curves (the paper's Figure 2), turns vs correctness.
+
+Each function takes the tables of :mod:`venus_utils.eval.metrics`, draws on a new figure (or the given
+axes), saves it atomically when ``path`` is given, and returns the figure.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from ..io import atomic_path
+
+
+def _figure(ax, size=(6, 3.5)):
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        fig, ax = plt.subplots(figsize=size)
+        return fig, ax
+    return ax.figure, ax
+
+
+def _save(fig, path: str | Path | None):
+    if path is not None:
+        path = Path(path)
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, format=path.suffix.lstrip(".") or "png", dpi=120, bbox_inches="tight")
+    return fig
+
+
+def accuracy_by_source(by_source: pd.DataFrame, ax=None, path=None, title="Judged accuracy by source"):
+    """Bars of judged accuracy (and token F1) per group, from :func:`metrics.accuracy_by` (any ``by``)."""
+    import seaborn as sns
+
+    fig, ax = _figure(ax, (max(5, 0.9 * len(by_source) + 2), 3.5))
+    group = by_source.index.name or "source"
+    long = by_source.reset_index().melt(id_vars=group, value_vars=["accuracy", "f1"], var_name="metric")
+    long[group] = long[group].astype(str)
+    sns.barplot(data=long, x=group, y="value", hue="metric", ax=ax)
+    ax.set(ylim=(0, 1), ylabel="score", xlabel="", title=title)
+    ax.tick_params(axis="x", rotation=30)
+    return _save(fig, path)
+
+
+def pass_at_k_curves(curve: pd.DataFrame, hue: str | None = None, ax=None, path=None, title="Pass@K"):
+    """Pass@K against K (log2 axis when K spans more than 4), one line per ``hue`` (model or source)."""
+    import seaborn as sns
+
+    fig, ax = _figure(ax)
+    sns.lineplot(data=curve, x="k", y="pass_at_k", hue=hue, marker="o", ax=ax)
+    if curve["k"].max() > 4:
+        ax.set_xscale("log", base=2)
+    ax.set_xticks(sorted(curve["k"].unique()), labels=[str(k) for k in sorted(curve["k"].unique())])
+    ax.set(ylim=(0, 1), xlabel="K (samples)", ylabel="Pass@K", title=title)
+    return _save(fig, path)
+
+
+def turns_vs_correctness(scored: pd.DataFrame, ax=None, path=None, title="Turns of correct and incorrect runs"):
+    """How many turns correct and incorrect samples took (histogram, one bar colour per verdict)."""
+    import seaborn as sns
+
+    fig, ax = _figure(ax)
+    data = scored.assign(outcome=scored["correct"].map(lambda v: "correct" if v >= 1 else "incorrect"))
+    order = [o for o in ("correct", "incorrect") if o in set(data["outcome"])]
+    sns.histplot(data=data, x="turns", hue="outcome", hue_order=order, multiple="dodge", discrete=True, shrink=0.8,
+                 palette={"correct": "#2ca02c", "incorrect": "#d62728"}, ax=ax)
+    ax.set(xlabel="turns", ylabel="samples", title=title)
+    return _save(fig, path)
+
+
+def terminations(term_table: pd.DataFrame, ax=None, path=None, title="How runs ended"):
+    """Horizontal bars of the termination reasons, from :func:`metrics.termination_table`."""
+    import seaborn as sns
+
+    fig, ax = _figure(ax, (6, 0.4 * len(term_table) + 1.5))
+    sns.barplot(data=term_table.reset_index(), y="termination", x="count", ax=ax, color="#6fa8dc")
+    ax.set(xlabel="samples", ylabel="", title=title)
+    return _save(fig, path)
