@@ -72,11 +72,14 @@ def test_run_file_on_world_parquet(world_dir, tmp_path):
 def test_load_questions_errors(tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"question": "a"}\n{"nope": 1}\n')
-    with pytest.raises(ValueError, match="bad.jsonl:2"):
+    with pytest.raises(ValueError, match="bad.jsonl: row 1: empty question"):
         load_questions(bad)
     (tmp_path / "x.csv").write_text("q")
-    with pytest.raises(ValueError, match="expected a .jsonl or .parquet"):
+    with pytest.raises(ValueError, match=r"x.csv: missing column\(s\) \['question'\]"):
         load_questions(tmp_path / "x.csv")
+    (tmp_path / "torn.jsonl").write_text('{"question": "a"}\n{oops\n')
+    with pytest.raises(ValueError, match="torn.jsonl:2"):
+        load_questions(tmp_path / "torn.jsonl")
     with pytest.raises(FileNotFoundError):
         load_questions(tmp_path / "missing.jsonl")
 

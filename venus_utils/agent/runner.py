@@ -22,43 +22,13 @@ from .loop import AgentConfig, run_agent
 
 
 def load_questions(path: str | Path) -> list[dict]:
-    """``[{index, question, gt, data_source}]`` from a JSONL or verl-schema parquet file."""
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: question file not found")
-    rows: list[dict] = []
-    if path.suffix == ".parquet":
-        import pandas as pd
+    """``[{index, question, gt, data_source}]`` from a verl-schema parquet, JSONL or CSV question file
+    (read by :func:`venus_utils.eval.loaders.load_questions`; answers are optional here)."""
+    from ..eval.loaders import load_questions as load_question_table
 
-        for i, row in enumerate(pd.read_parquet(path).to_dict("records")):
-            prompt = row.get("prompt")
-            users = [m for m in (list(prompt) if prompt is not None else []) if m.get("role") == "user"]
-            if not users or not str(users[-1].get("content", "")).strip():
-                raise ValueError(f"{path}: row {i}: 'prompt' has no user message with the question")
-            extra, reward = row.get("extra_info") or {}, row.get("reward_model") or {}
-            rows.append({"index": str(extra.get("index", i)), "question": users[-1]["content"],
-                         "gt": reward.get("ground_truth"), "data_source": row.get("data_source")})
-    elif path.suffix in (".jsonl", ".json"):
-        with path.open(encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise ValueError(f"{path}:{lineno}: not valid JSON ({exc})") from None
-                if not isinstance(obj, dict) or not str(obj.get("question", "")).strip():
-                    raise ValueError(f"{path}:{lineno}: needs a non-empty 'question' field")
-                rows.append({"index": str(obj.get("index", obj.get("id", lineno - 1))), "question": obj["question"],
-                             "gt": obj.get("gt", obj.get("answer")), "data_source": obj.get("data_source")})
-    else:
-        raise ValueError(f"{path}: expected a .jsonl or .parquet question file")
-    seen: set[str] = set()
-    for row in rows:
-        if row["index"] in seen:
-            raise ValueError(f"{path}: duplicate question index {row['index']!r}")
-        seen.add(row["index"])
-    return rows
+    table = load_question_table(path, require_answer=False)
+    return [{"index": r.id, "question": r.question, "gt": r.answer or None, "data_source": r.source}
+            for r in table.itertuples(index=False)]
 
 
 def _done(output: Path) -> set[tuple[str, int]]:

@@ -92,9 +92,9 @@ def _require(df: pd.DataFrame, path: Path, columns: list[str]) -> None:
         raise ValueError(f"{path}: missing column(s) {missing}; found {list(df.columns)}")
 
 
-def _qa_frame(ids, questions, answers, sources, path: Path) -> pd.DataFrame:
+def _qa_frame(ids, questions, answers, sources, path: Path, require_answer: bool = True) -> pd.DataFrame:
     df = pd.DataFrame({"id": list(ids), "question": list(questions), "answer": list(answers), "source": list(sources)})
-    for col in ("question", "answer"):
+    for col in ("question", "answer") if require_answer else ("question",):
         bad = df.index[df[col].isna() | (df[col].astype(str).str.strip() == "")]
         if len(bad):
             raise ValueError(f"{path}: row {bad[0]}: empty {col}")
@@ -103,7 +103,7 @@ def _qa_frame(ids, questions, answers, sources, path: Path) -> pd.DataFrame:
         dup = df.loc[df["id"].duplicated(), "id"].iloc[0]
         raise ValueError(f"{path}: duplicate question id {dup!r}")
     df["question"] = df["question"].astype(str).str.strip()
-    df["answer"] = df["answer"].astype(str).str.strip()
+    df["answer"] = df["answer"].fillna("").astype(str).str.strip()
     return df[QA_COLUMNS]
 
 
@@ -155,8 +155,12 @@ def load_verl_qa(path: str | Path) -> pd.DataFrame:
     return pd.concat([df, pd.DataFrame(extras, index=df.index)], axis=1) if any(extras) else df
 
 
-def load_questions(path: str | Path, source: str | None = None) -> pd.DataFrame:
-    """Questions from a verl parquet, or a JSONL/CSV/parquet with ``question`` and ``answer`` columns."""
+def load_questions(path: str | Path, source: str | None = None, require_answer: bool = True) -> pd.DataFrame:
+    """Questions from a verl parquet, or a JSONL/CSV/parquet with ``question`` and ``answer`` columns.
+
+    ``gt`` is accepted for ``answer`` and ``index`` for ``id`` (the agent CLI's names).  With
+    ``require_answer=False`` (questions to answer, not to grade) the answer may be missing or empty.
+    """
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path}: QA file not found")
@@ -164,7 +168,7 @@ def load_questions(path: str | Path, source: str | None = None) -> pd.DataFrame:
         raw = pd.read_parquet(path)
         if "reward_model" in raw.columns:
             return load_verl_qa(path)
-    elif path.suffix == ".jsonl":
+    elif path.suffix in (".jsonl", ".json"):
         from ..io import read_jsonl
 
         raw = pd.DataFrame(read_jsonl(path))
@@ -172,11 +176,15 @@ def load_questions(path: str | Path, source: str | None = None) -> pd.DataFrame:
         raw = pd.read_csv(path)
     else:
         raise ValueError(f"{path}: unsupported question file type {path.suffix!r} (parquet, jsonl or csv)")
+    raw = raw.rename(columns={k: v for k, v in (("gt", "answer"), ("index", "id"), ("data_source", "source"))
+                              if k in raw.columns and v not in raw.columns})
+    if not require_answer and "answer" not in raw.columns:
+        raw["answer"] = ""
     _require(raw, path, ["question", "answer"])
-    src = raw["source"] if "source" in raw else [source or path.stem] * len(raw)
-    ids = raw["id"] if "id" in raw else [f"{s}-{i}" for i, s in enumerate(src)]
-    answers = [_ground_truth(a, path, i) for i, a in enumerate(raw["answer"])]
-    return _qa_frame(ids, raw["question"], answers, src, path)
+    src = raw["source"].fillna(source or path.stem) if "source" in raw else [source or path.stem] * len(raw)
+    ids = raw["id"] if "id" in raw else range(len(raw))
+    answers = [_ground_truth(a, path, i) if isinstance(a, (str, list, dict)) else "" for i, a in enumerate(raw["answer"])]
+    return _qa_frame(ids, raw["question"], answers, src, path, require_answer)
 
 
 def sample_per_source(qa: pd.DataFrame, n: int | None, seed: int = 0) -> pd.DataFrame:
@@ -313,19 +321,12 @@ def load_predictions(path: str | Path) -> pd.DataFrame:
     present (``sample`` defaults to 0); missing inference fields get neutral defaults (see
     :data:`PREDICTION_DEFAULTS`); every other field (``messages``, ``gt``, ``turn_log``...) is kept.
     """
-    path = Path(path)
-    rows = []
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{lineno}: not valid JSON ({exc})") from None
-            if not isinstance(rec, dict) or not isinstance(rec.get("question"), str):
-                raise ValueError(f"{path}:{lineno}: a prediction needs a 'question' string")
-            rows.append(rec)
+    from ..io import read_jsonl
+
+    rows = read_jsonl(path)
+    for n, rec in enumerate(rows):
+        if not isinstance(rec, dict) or not isinstance(rec.get("question"), str):
+            raise ValueError(f"{path}: prediction {n + 1}: needs a 'question' string")
     df = pd.DataFrame(rows)
     if df.empty:
         return pd.DataFrame(columns=["question", "sample", *PREDICTION_DEFAULTS])
