@@ -1,0 +1,96 @@
+"""Every batching mode gives the same, exact DR-Venus loss."""
+
+import pytest
+
+from venus_utils.modeling import synthetic_conversations
+from venus_utils.sft.batching import Collator, LengthGroupedSampler, count_units, masked_lm_loss
+from venus_utils.sft.data import IGNORE, build_examples
+
+
+@pytest.fixture(scope="module")
+def setup(micro_model_dir):
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(micro_model_dir)
+    model = AutoModelForCausalLM.from_pretrained(micro_model_dir, dtype=torch.float32).eval()
+    convs = [c["messages"] for c in synthetic_conversations(4, seed=9)]
+    convs[1] = convs[1][:5]  # a shorter trajectory (ends after a tool response + assistant turn)
+    rows = build_examples(convs, tok).rows
+    return tok, model, rows
+
+
+def _reference(model, rows, weighting):
+    """One sample at a time, full logits, the textbook way."""
+    import torch
+    import torch.nn.functional as F
+
+    sums, counts = [], []
+    for r in rows:
+        ids = torch.tensor([r["input_ids"]])
+        logits = model(ids).logits[0, :-1]
+        target = torch.tensor(r["labels"][1:])
+        keep = target != IGNORE
+        ce = F.cross_entropy(logits[keep], target[keep], reduction="sum")
+        sums.append(ce)
+        counts.append(int(keep.sum()))
+    if weighting == "token_mean":
+        return sum(sums) / sum(counts)
+    return sum(s / c for s, c in zip(sums, counts)) / len(rows)
+
+
+@pytest.mark.parametrize("weighting", ["sequence_mean", "token_mean"])
+@pytest.mark.parametrize("mode", ["max_length", "padded", "grouped", "padding_free"])
+def test_all_modes_give_the_reference_loss(setup, mode, weighting):
+    import torch
+
+    tok, model, rows = setup
+    collate = Collator(tok.pad_token_id, mode, max_length=max(r["length"] for r in rows) + 7)
+    batch = collate(rows)
+    with torch.no_grad():
+        loss, stats = masked_lm_loss(model, batch, weighting)
+        ref = _reference(model, rows, weighting)
+    assert torch.allclose(loss, ref, atol=1e-4), (mode, weighting, loss.item(), ref.item())
+    assert stats["loss_tokens"] == sum(r["n_loss"] for r in rows)
+
+
+def test_sequence_mean_weighs_each_trajectory_equally_across_micro_batches(setup):
+    """Two micro-batches of an optimizer step, normalised by the step's units, add up to the whole-batch loss."""
+    import torch
+
+    tok, model, rows = setup
+    collate = Collator(tok.pad_token_id, "padded")
+    parts = [collate(rows[:1]), collate(rows[1:])]
+    for weighting in ("sequence_mean", "token_mean"):
+        units = count_units(parts, weighting)
+        with torch.no_grad():
+            total = sum(masked_lm_loss(model, b, weighting, denominator=units)[0] for b in parts)
+        assert torch.allclose(total, _reference(model, rows, weighting), atol=1e-4)
+    assert count_units(parts, "sequence_mean") == len(rows)
+
+
+def test_padding_free_never_predicts_across_samples(setup):
+    tok, _, rows = setup
+    batch = Collator(tok.pad_token_id, "padding_free")(rows)
+    starts = (batch["position_ids"][0] == 0).nonzero().flatten().tolist()
+    assert len(starts) == len(rows) and batch["input_ids"].shape[0] == 1
+    assert all(batch["labels"][0, s].item() == IGNORE for s in starts)
+
+
+def test_grouped_sampler_is_a_deterministic_permutation_of_similar_lengths():
+    lengths = [5, 100, 6, 99, 7, 98, 8, 97] * 4
+    s = LengthGroupedSampler(lengths, batch_size=4, seed=1, mega=8)
+    order = list(s)
+    assert sorted(order) == list(range(len(lengths))) and order == list(s)
+    batches = [order[i : i + 4] for i in range(0, len(order), 4)]
+    assert all(max(lengths[i] for i in b) - min(lengths[i] for i in b) < 10 for b in batches)
+    s.set_epoch(1)
+    assert list(s) != order
+
+
+def test_collator_refuses_overlong_and_unknown_modes(setup):
+    tok, _, rows = setup
+    with pytest.raises(ValueError, match="longer than max_length"):
+        Collator(tok.pad_token_id, "max_length", max_length=10)(rows)
+    with pytest.raises(ValueError, match="batching"):
+        Collator(tok.pad_token_id, "bucket")

@@ -1,0 +1,47 @@
+"""Agentic SFT: DR-Venus's loss mask on whole trajectories, exact batching, and one trainer with two engines.
+
+    from venus_utils.sft import SFTConfig, examples_from_parquet, train_sft
+    train = examples_from_parquet("runs/cpu/02_turn_aware_resampling/train.parquet", tokenizer, max_length=4096)
+    result = train_sft(SFTConfig(...), "runs/cpu/00_setup/tiny_model", train.rows, "runs/cpu/03_sft_unsloth")
+"""
+
+from .agent_eval import evaluate_as_agent, summarize_rollouts
+from .batching import BATCHING_MODES, LOSS_WEIGHTINGS, Collator, LengthGroupedSampler, masked_lm_loss
+from .config import SFTConfig
+from .data import (
+    IGNORE,
+    ConversationError,
+    ExampleSet,
+    build_examples,
+    conversation_segments,
+    examples_from_parquet,
+    loss_mask_html,
+    read_sft_parquet,
+    tokenize_conversation,
+)
+from .trainer import SFTResult, export_model, prepare_engine, resolve_engine, train_sft
+
+__all__ = [
+    "BATCHING_MODES",
+    "IGNORE",
+    "LOSS_WEIGHTINGS",
+    "Collator",
+    "ConversationError",
+    "ExampleSet",
+    "LengthGroupedSampler",
+    "SFTConfig",
+    "SFTResult",
+    "build_examples",
+    "conversation_segments",
+    "examples_from_parquet",
+    "evaluate_as_agent",
+    "export_model",
+    "loss_mask_html",
+    "masked_lm_loss",
+    "prepare_engine",
+    "read_sft_parquet",
+    "resolve_engine",
+    "summarize_rollouts",
+    "tokenize_conversation",
+    "train_sft",
+]

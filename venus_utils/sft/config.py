@@ -1,0 +1,87 @@
+"""The SFT stage's one config: DR-Venus's values as defaults (``../shared/spec/sft-data.md`` §4).
+
+DR-Venus trains Qwen3-4B-Thinking-2507 with verl: full fine-tuning, global batch 32 (micro-batch 1 per GPU,
+8 GPUs), lr 1e-5, 1 epoch, cosine schedule with 10% warm-up, AdamW (0.9, 0.95), weight decay 0.01, grad-clip 1.0,
+max length 200,000 tokens, gradient checkpointing, checkpoints every 100 steps, seed 1, each trajectory weighted
+equally (sequence-mean of token-mean).  The offline profiles override what a 1M-parameter model on 2 cores needs
+(see ``params/cpu.yaml``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+
+@dataclass
+class SFTConfig:
+    # --- engine ---
+    engine: str = field(default="auto", metadata={"help": "auto | unsloth | trl. auto: Unsloth when it is installed, else plain TRL SFTTrainer."})
+    finetuning: str = field(default="full", metadata={"help": "full | lora. DR-Venus: full fine-tuning (LoRA rank 0)."})
+    lora_r: int = field(default=32, metadata={"help": "LoRA rank when finetuning='lora'."})
+    lora_alpha: int = field(default=16, metadata={"help": "LoRA alpha (DR-Venus's preset: 16)."})
+    lora_dropout: float = field(default=0.0, metadata={"help": "LoRA dropout."})
+    lora_target_modules: tuple[str, ...] = field(
+        default=("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"),
+        metadata={"help": "LoRA targets: all linear layers of a Qwen3 block (DR-Venus: all-linear)."},
+    )
+    load_in_4bit: bool = field(default=False, metadata={"help": "Unsloth 4-bit base weights (GPU only; QLoRA)."})
+    gradient_checkpointing: bool = field(default=True, metadata={"help": "Recompute activations (Unsloth's variant under Unsloth). DR-Venus: on."})
+    # --- data ---
+    max_length: int = field(default=200_000, metadata={"help": "Longest trajectory in tokens; longer ones are dropped and counted, never truncated."})
+    batching: str = field(default="grouped", metadata={"help": "max_length | padded | grouped | padding_free (see venus_utils.sft.batching)."})
+    loss_weighting: str = field(default="sequence_mean", metadata={"help": "sequence_mean (DR-Venus: each trajectory weighs the same) | token_mean."})
+    # --- optimisation ---
+    learning_rate: float = field(default=1e-5, metadata={"help": "Peak learning rate (DR-Venus: 1e-5)."})
+    global_batch_size: int = field(default=32, metadata={"help": "Trajectories per optimizer step (DR-Venus: 32)."})
+    micro_batch_size: int = field(default=1, metadata={"help": "Trajectories per forward pass; global/micro = gradient accumulation."})
+    num_train_epochs: float = field(default=1.0, metadata={"help": "Epochs (DR-Venus: 1)."})
+    max_steps: int = field(default=-1, metadata={"help": "Optimizer steps; -1 = from epochs."})
+    max_time_minutes: float | None = field(default=None, metadata={"help": "Stop (and save) after this much wall time; None = no limit."})
+    warmup_ratio: float = field(default=0.1, metadata={"help": "Linear warm-up share of the steps (DR-Venus: 0.1)."})
+    lr_scheduler_type: str = field(default="cosine", metadata={"help": "DR-Venus: cosine to 0."})
+    weight_decay: float = field(default=0.01, metadata={"help": "AdamW weight decay (DR-Venus: 0.01)."})
+    adam_beta1: float = 0.9
+    adam_beta2: float = field(default=0.95, metadata={"help": "DR-Venus: 0.95."})
+    max_grad_norm: float = field(default=1.0, metadata={"help": "Gradient clipping (DR-Venus: 1.0)."})
+    seed: int = field(default=1, metadata={"help": "Trainer seed (DR-Venus: 1)."})
+    # --- bookkeeping ---
+    logging_steps: int = 10
+    save_steps: int = field(default=100, metadata={"help": "Checkpoint every N steps (DR-Venus: 100); a killed run resumes from the last one."})
+    save_total_limit: int | None = field(default=None, metadata={"help": "Checkpoints kept; None = all (DR-Venus keeps all)."})
+    eval_steps: int | None = field(default=100, metadata={"help": "Validation loss every N steps (DR-Venus: 100); None = only at the end."})
+    resume: bool = field(default=True, metadata={"help": "Continue from the last checkpoint in the output folder when there is one (DR-Venus: resume auto)."})
+    device: str = field(default="auto", metadata={"help": "cpu | cuda | auto."})
+    num_threads: int | None = field(default=None, metadata={"help": "torch CPU threads; None = leave as is."})
+    export_merged: bool = field(default=True, metadata={"help": "Write the merged 16-bit model (model/)."})
+
+    @property
+    def gradient_accumulation_steps(self) -> int:
+        return max(1, self.global_batch_size // self.micro_batch_size)
+
+    def __post_init__(self):
+        choices = {
+            "engine": ("auto", "unsloth", "trl"),
+            "finetuning": ("full", "lora"),
+            "batching": ("max_length", "padded", "grouped", "padding_free"),
+            "loss_weighting": ("sequence_mean", "token_mean"),
+            "device": ("cpu", "cuda", "auto"),
+        }
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"SFTConfig.{name}={getattr(self, name)!r}: expected one of {allowed}")
+        if self.global_batch_size % self.micro_batch_size:
+            raise ValueError(f"global_batch_size {self.global_batch_size} is not a multiple of micro_batch_size {self.micro_batch_size}")
+        self.lora_target_modules = tuple(self.lora_target_modules)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> "SFTConfig":
+        """Build from a params section; unknown keys are an error that names them."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"unknown SFT setting(s) {unknown}; known: {sorted(known)}")
+        return cls(**values)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

@@ -1,0 +1,360 @@
+"""Agentic SFT: one function, two engines.
+
+``train_sft(config, model_path, train_rows, val_rows, out_dir)`` fine-tunes on tokenized trajectories
+(:func:`venus_utils.sft.data.build_examples`) with
+
+- **Unsloth** (``FastLanguageModel``: LoRA or full fine-tuning, 4-bit on GPUs, Unsloth gradient checkpointing; on a
+  CPU-only machine its CPU backend) when it is installed, or
+- plain **TRL** ``SFTTrainer`` (+ PEFT for LoRA) otherwise,
+
+both driving the same trainer subclass, whose loss is the DR-Venus one: cross-entropy on the trained tokens only,
+each trajectory weighing the same (sequence-mean of token-mean; token-mean as an option), exact across gradient
+accumulation.  Checkpoints go to ``out_dir/checkpoints``; a killed run started again with the same arguments
+continues from the last one.  Exports: ``out_dir/adapter`` (LoRA) and ``out_dir/model`` (merged, 16-bit, loadable
+by transformers and vLLM).
+
+Unsloth must be imported before transformers and TRL: call :func:`prepare_engine` first thing in a notebook.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import tempfile
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from ..io import write_json
+from .batching import Collator, LengthGroupedSampler, count_units, masked_lm_loss
+from .config import SFTConfig
+
+
+def unsloth_available() -> bool:
+    return importlib.util.find_spec("unsloth") is not None
+
+
+def resolve_engine(requested: str = "auto") -> str:
+    """``auto`` -> ``unsloth`` when installed, else ``trl``; an explicit request that cannot be met is an error."""
+    if requested == "trl":
+        return "trl"
+    if requested == "unsloth" and not unsloth_available():
+        raise RuntimeError("engine='unsloth' but Unsloth is not installed (GPU extra: `make gpu`, or the .venv-unsloth env)")
+    if requested not in ("auto", "unsloth"):
+        raise ValueError(f"engine={requested!r}: expected auto | unsloth | trl")
+    return "unsloth" if unsloth_available() else "trl"
+
+
+def prepare_engine(requested: str = "auto") -> str:
+    """Resolve the engine and, for Unsloth, import it now (it patches transformers/TRL and must come first)."""
+    engine = resolve_engine(requested)
+    if engine == "unsloth":
+        import unsloth  # noqa: F401
+
+    return engine
+
+
+def _device(cfg: SFTConfig) -> str:
+    import torch
+
+    if cfg.device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return cfg.device
+
+
+def load_model(model_path: str | Path, cfg: SFTConfig, engine: str):
+    """The model to train (LoRA-wrapped when ``finetuning='lora'``) and its tokenizer."""
+    import torch
+
+    device = _device(cfg)
+    if engine == "unsloth":
+        from unsloth import FastLanguageModel
+
+        model, tokenizer = FastLanguageModel.from_pretrained(
+            model_name=str(model_path),
+            max_seq_length=cfg.max_length,
+            load_in_4bit=cfg.load_in_4bit,
+            full_finetuning=cfg.finetuning == "full",
+            dtype=torch.float32 if device == "cpu" else None,
+            local_files_only=Path(str(model_path)).exists(),
+        )
+        if cfg.finetuning == "lora":
+            model = FastLanguageModel.get_peft_model(
+                model,
+                r=cfg.lora_r,
+                lora_alpha=cfg.lora_alpha,
+                lora_dropout=cfg.lora_dropout,
+                target_modules=list(cfg.lora_target_modules),
+                bias="none",
+                use_gradient_checkpointing="unsloth" if cfg.gradient_checkpointing else False,
+                random_state=cfg.seed,
+            )
+        return model, tokenizer
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(model_path))
+    dtype = torch.float32 if device == "cpu" else torch.bfloat16
+    model = AutoModelForCausalLM.from_pretrained(str(model_path), dtype=dtype)
+    if cfg.finetuning == "lora":
+        from peft import LoraConfig, get_peft_model
+
+        model = get_peft_model(
+            model,
+            LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout, target_modules=list(cfg.lora_target_modules), task_type="CAUSAL_LM"),
+        )
+    return model, tokenizer
+
+
+def _trainer_class(base):
+    """``base`` (TRL's SFTTrainer, possibly patched by Unsloth) with the DR-Venus loss and length-grouped batches."""
+    from transformers import TrainerCallback
+
+    class VenusSFTTrainer(base):
+        def __init__(self, *args, venus_config: SFTConfig, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.venus_config = venus_config
+            # The loss below is normalised by this step's units itself; Trainer then divides by the accumulation steps.
+            self.model_accepts_loss_kwargs = False
+            self._step_units: float | None = None
+            self._window = {"tokens": 0, "loss_tokens": 0, "t0": time.perf_counter(), "acc": []}
+            self.tokens_seen = 0
+
+        def _get_train_sampler(self, *args, **kwargs):
+            if self.venus_config.batching == "grouped":
+                return LengthGroupedSampler(self.train_dataset["length"], self.args.per_device_train_batch_size, seed=self.args.seed)
+            return super()._get_train_sampler(*args, **kwargs)
+
+        def get_batch_samples(self, epoch_iterator, num_batches, *args, **kwargs):
+            batches, num_items = super().get_batch_samples(epoch_iterator, num_batches, *args, **kwargs)
+            self._step_units = count_units(batches, self.venus_config.loss_weighting) if batches else None
+            return batches, num_items
+
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            denominator = None
+            if model.training and self._step_units:
+                steps = getattr(self, "current_gradient_accumulation_steps", None) or self.args.gradient_accumulation_steps
+                denominator = self._step_units / steps
+            loss, stats = masked_lm_loss(model, inputs, self.venus_config.loss_weighting, denominator)
+            if model.training:
+                mask = inputs.get("attention_mask")
+                n = int(mask.sum()) if mask is not None else int(inputs["input_ids"].numel())
+                self.tokens_seen += n
+                self._window["tokens"] += n
+                self._window["loss_tokens"] += stats["loss_tokens"]
+                self._window["acc"].append(stats["token_accuracy"])
+            if return_outputs:
+                return loss, {"loss": loss}
+            return loss
+
+        def log(self, logs: dict[str, float], *args, **kwargs) -> None:
+            if "loss" in logs and self._window["tokens"]:
+                dt = max(time.perf_counter() - self._window["t0"], 1e-9)
+                logs["tokens_per_s"] = round(self._window["tokens"] / dt, 1)
+                logs["loss_tokens_per_s"] = round(self._window["loss_tokens"] / dt, 1)
+                logs["token_accuracy"] = round(sum(self._window["acc"]) / len(self._window["acc"]), 4)
+                logs["tokens_seen"] = self.tokens_seen
+                self._window = {"tokens": 0, "loss_tokens": 0, "t0": time.perf_counter(), "acc": []}
+            super().log(logs, *args, **kwargs)
+
+    class TimeLimit(TrainerCallback):
+        """Stop (and checkpoint) once the wall-time budget is spent."""
+
+        def __init__(self, minutes: float | None):
+            self.limit = minutes * 60 if minutes else None
+            self.t0 = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kwargs):
+            if self.limit is not None and time.perf_counter() - self.t0 > self.limit:
+                control.should_training_stop = True
+                control.should_save = True
+            return control
+
+    return VenusSFTTrainer, TimeLimit
+
+
+@dataclass
+class SFTResult:
+    engine: str
+    out_dir: Path
+    model_dir: Path | None
+    adapter_dir: Path | None
+    history: list[dict[str, Any]] = field(default_factory=list)
+    steps: int = 0
+    wall_s: float = 0.0
+    tokens_seen: int = 0
+    resumed_from: str | None = None
+
+    @property
+    def train_logs(self) -> list[dict[str, Any]]:
+        return [h for h in self.history if "loss" in h]
+
+    def summary(self) -> dict[str, Any]:
+        logs = self.train_logs
+        rates = [h["tokens_per_s"] for h in logs if "tokens_per_s" in h]
+        evals = [h["eval_loss"] for h in self.history if "eval_loss" in h]
+        return {
+            "engine": self.engine,
+            "steps": self.steps,
+            "wall_s": round(self.wall_s, 1),
+            "loss_first": logs[0]["loss"] if logs else None,
+            "loss_last": logs[-1]["loss"] if logs else None,
+            "eval_loss_last": evals[-1] if evals else None,
+            "tokens_per_s": round(sum(rates) / len(rates), 1) if rates else None,
+            "tokens_seen": self.tokens_seen,
+            "resumed_from": self.resumed_from,
+            "model_dir": str(self.model_dir) if self.model_dir else None,
+            "adapter_dir": str(self.adapter_dir) if self.adapter_dir else None,
+        }
+
+
+def _to_dataset(rows: list[dict[str, Any]] | None):
+    if not rows:
+        return None
+    from datasets import Dataset
+
+    return Dataset.from_dict({k: [r[k] for r in rows] for k in ("input_ids", "labels", "length")})
+
+
+def _training_args(cfg: SFTConfig, out_dir: Path, has_eval: bool, engine: str):
+    from trl import SFTConfig as TRLConfig
+
+    device = _device(cfg)
+    kwargs = dict(
+        output_dir=str(out_dir / "checkpoints"),
+        per_device_train_batch_size=cfg.micro_batch_size,
+        per_device_eval_batch_size=cfg.micro_batch_size,
+        gradient_accumulation_steps=cfg.gradient_accumulation_steps,
+        learning_rate=cfg.learning_rate,
+        lr_scheduler_type=cfg.lr_scheduler_type,
+        warmup_steps=cfg.warmup_ratio,  # a float < 1 is a ratio of the total steps (transformers 5)
+        weight_decay=cfg.weight_decay,
+        adam_beta1=cfg.adam_beta1,
+        adam_beta2=cfg.adam_beta2,
+        max_grad_norm=cfg.max_grad_norm,
+        num_train_epochs=cfg.num_train_epochs,
+        max_steps=cfg.max_steps,
+        logging_steps=cfg.logging_steps,
+        save_strategy="steps",
+        save_steps=cfg.save_steps,
+        save_total_limit=cfg.save_total_limit,
+        eval_strategy="steps" if has_eval and cfg.eval_steps else "no",
+        eval_steps=cfg.eval_steps if has_eval and cfg.eval_steps else None,
+        seed=cfg.seed,
+        data_seed=cfg.seed,
+        report_to="none",
+        remove_unused_columns=False,
+        dataset_kwargs={"skip_prepare_dataset": True},
+        max_length=None,
+        use_cpu=device == "cpu",
+        bf16=device == "cuda",
+        dataloader_num_workers=0,
+        dataloader_pin_memory=device == "cuda",
+        disable_tqdm=False,
+    )
+    if cfg.gradient_checkpointing and engine == "trl":  # Unsloth applies its own in get_peft_model / from_pretrained
+        kwargs["gradient_checkpointing"] = True
+    return TRLConfig(**kwargs)
+
+
+@contextmanager
+def _atomic_dir(path: Path) -> Iterator[Path]:
+    """A temporary sibling folder that replaces ``path`` on success."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    tmp.chmod(0o755)
+    try:
+        yield tmp
+        if path.exists():
+            shutil.rmtree(path)
+        tmp.rename(path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def export_model(model, tokenizer, out_dir: str | Path, engine: str, finetuning: str, merged: bool = True) -> tuple[Path | None, Path | None]:
+    """Write ``adapter/`` (LoRA only) and ``model/`` (merged, bfloat16). Returns ``(model_dir, adapter_dir)``."""
+    import torch
+
+    out_dir = Path(out_dir)
+    adapter_dir = model_dir = None
+    if finetuning == "lora":
+        adapter_dir = out_dir / "adapter"
+        with _atomic_dir(adapter_dir) as tmp:
+            model.save_pretrained(tmp)
+            tokenizer.save_pretrained(tmp)
+    if merged:
+        model_dir = out_dir / "model"
+        with _atomic_dir(model_dir) as tmp:
+            if finetuning == "lora" and engine == "unsloth":
+                model.save_pretrained_merged(str(tmp), tokenizer, save_method="merged_16bit")
+            else:
+                base = model.merge_and_unload() if finetuning == "lora" else model
+                base.to(torch.bfloat16).save_pretrained(tmp)
+                tokenizer.save_pretrained(tmp)
+                base.to(torch.float32 if _param_device(base) == "cpu" else torch.bfloat16)
+    return model_dir, adapter_dir
+
+
+def _param_device(model) -> str:
+    return next(model.parameters()).device.type
+
+
+def train_sft(
+    cfg: SFTConfig,
+    model_path: str | Path,
+    train_rows: list[dict[str, Any]],
+    out_dir: str | Path,
+    val_rows: list[dict[str, Any]] | None = None,
+    callbacks: list | None = None,
+) -> SFTResult:
+    """Fine-tune ``model_path`` on tokenized trajectories; returns the history and the exported folders."""
+    import torch
+    from transformers.trainer_utils import get_last_checkpoint
+
+    if not train_rows:
+        raise ValueError("no training rows (did every trajectory get dropped? see the ExampleSet stats)")
+    out_dir = Path(out_dir)
+    engine = prepare_engine(cfg.engine)
+    if cfg.num_threads:
+        torch.set_num_threads(cfg.num_threads)
+    model, tokenizer = load_model(model_path, cfg, engine)
+    from trl import SFTTrainer
+
+    trainer_cls, time_limit = _trainer_class(SFTTrainer)
+    too_long = [r["length"] for r in train_rows if r["length"] > cfg.max_length]
+    if too_long:
+        raise ValueError(f"{len(too_long)} training rows exceed max_length={cfg.max_length} (longest {max(too_long)}); build them with that max_length")
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    trainer = trainer_cls(
+        model=model,
+        args=_training_args(cfg, out_dir, bool(val_rows), engine),
+        train_dataset=_to_dataset(train_rows),
+        eval_dataset=_to_dataset(val_rows),
+        processing_class=tokenizer,
+        data_collator=Collator(pad_id, cfg.batching, cfg.max_length),
+        callbacks=[time_limit(cfg.max_time_minutes), *(callbacks or [])],
+        venus_config=cfg,
+    )
+    last = get_last_checkpoint(str(out_dir / "checkpoints")) if cfg.resume and (out_dir / "checkpoints").is_dir() else None
+    t0 = time.perf_counter()
+    trainer.train(resume_from_checkpoint=last)
+    wall = time.perf_counter() - t0
+    if val_rows:
+        trainer.evaluate()
+    model_dir, adapter_dir = export_model(trainer.model, tokenizer, out_dir, engine, cfg.finetuning, merged=cfg.export_merged)
+    result = SFTResult(
+        engine=engine,
+        out_dir=out_dir,
+        model_dir=model_dir,
+        adapter_dir=adapter_dir,
+        history=list(trainer.state.log_history),
+        steps=trainer.state.global_step,
+        wall_s=wall,
+        tokens_seen=trainer.tokens_seen,
+        resumed_from=last,
+    )
+    write_json(out_dir / "train_history.json", result.history)
+    return result
