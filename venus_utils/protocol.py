@@ -139,7 +139,8 @@ class ToolCall:
         return self.error is None
 
 
-def _loads(text: str) -> Any:
+def load_tool_json(text: str) -> Any:
+    """Parse tool-call JSON: strict JSON first, then json5 (single quotes, trailing commas)."""
     try:
         return json.loads(text)
     except (json.JSONDecodeError, ValueError):
@@ -161,7 +162,7 @@ def parse_tool_call_body(body: str) -> ToolCall:
     if not body:
         return ToolCall(raw=raw, code=code, error="empty tool call")
     try:
-        obj = _loads(body)
+        obj = load_tool_json(body)
     except Exception as exc:  # json5 raises ValueError subclasses and others
         return ToolCall(raw=raw, code=code, error=f"tool call is not valid JSON: {exc}")
     if not isinstance(obj, dict):
@@ -172,7 +173,7 @@ def parse_tool_call_body(body: str) -> ToolCall:
     args = obj.get("arguments", {})
     if isinstance(args, str):  # some models emit the arguments as a JSON string
         try:
-            args = _loads(args)
+            args = load_tool_json(args)
         except Exception:
             return ToolCall(name=name, raw=raw, code=code, error="tool call 'arguments' is a string that is not JSON")
     if not isinstance(args, dict):

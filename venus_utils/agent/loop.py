@@ -100,10 +100,8 @@ def prediction_of(messages: list[dict]) -> str | None:
 
 
 def _format_error(text: str, final: bool) -> str | None:
-    try:
-        from ..rl.format_penalty import turn_format_error
-    except ImportError:  # pragma: no cover - the RL package is part of the recipe
-        return None
+    from ..rl.format_penalty import turn_format_error  # IGPO's turn format check, recorded per turn
+
     return turn_format_error(text, final)
 
 

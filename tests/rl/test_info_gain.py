@@ -1,0 +1,98 @@
+"""Information gain: GT span, value differences, tool filter, and KV-cache == naive recomputation."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from venus_utils.rl.info_gain import (
+    boundary_values_kv,
+    boundary_values_naive,
+    compute_info_gain,
+    ground_truth_text,
+    kept_boundaries,
+    pseudo_answer,
+    turn_info_gains,
+)
+
+
+def test_ground_truth_first_alias():
+    assert ground_truth_text("  Paris <|answer_split|>paris, France") == "Paris"
+    assert ground_truth_text(["", "Kent County<|answer_split|>Kent"]) == "Kent County"
+    assert ground_truth_text("   ") is None
+    assert ground_truth_text(None) is None
+
+
+def test_gt_span_by_character_offsets(tiny_lm):
+    _, tok = tiny_lm
+    for gt in ["Paris", "Kent County 1987", "Mi-ro, Tel"]:
+        pa = pseudo_answer(tok, gt)
+        assert pa.text == f"Now there's enough information to answer\n</think>\n<answer>\n{gt}\n</answer><|im_end|>"
+        span = tok.decode([pa.ids[k] for k in pa.gt_index])
+        assert span.strip() == gt  # the span covers the GT and nothing of the scaffold around it
+        assert pa.gt_index == list(range(pa.gt_index[0], pa.gt_index[-1] + 1))
+        assert pa.ids[-1] == tok.convert_tokens_to_ids("<|im_end|>")
+    with pytest.raises(ValueError):
+        pseudo_answer(tok, "")
+
+
+def test_turn_info_gains_by_hand():
+    values = [-3.0, None, -2.5, float("nan"), -1.0]
+    assert turn_info_gains(values) == [None, 0.5, 0.0, 1.5]  # NaN -> 0.0, running value kept
+    prob = turn_info_gains(values, "prob_diff")
+    assert prob[0] is None and prob[2] == 0.0
+    assert prob[1] == pytest.approx(math.exp(-2.5) - math.exp(-3.0))
+    assert prob[3] == pytest.approx(math.exp(-1.0) - math.exp(-2.5))
+    assert turn_info_gains([float("-inf"), -1.0, -2.0]) == [None, None]  # invalid baseline: no IG at all
+    assert turn_info_gains([-1.0]) == []
+    with pytest.raises(ValueError):
+        turn_info_gains([-1.0, -0.5], "bogus")
+
+
+def test_tool_filter_only_after_visit():
+    names = ["search", "visit", "search", "visit", None]
+    assert kept_boundaries(5, names, "visit") == [0, 2, 4]
+    assert kept_boundaries(5, names, None) == [0, 1, 2, 3, 4]
+    assert kept_boundaries(5, names, "all") == [0, 1, 2, 3, 4]
+    assert kept_boundaries(5, names, "search,visit") == [0, 1, 2, 3, 4]
+
+
+def _trajectory(n_tokens: int, vocab: int, seed: int = 0):
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, vocab, (n_tokens,), generator=g).tolist()
+
+
+def test_kv_cache_equals_naive(tiny_lm):
+    model, tok = tiny_lm
+    ids = _trajectory(420, len(tok))
+    boundaries = [37, 80, 81, 150, 151, 260, 333, 419, 420]
+    pa = pseudo_answer(tok, "Kent County 1987")
+    naive = boundary_values_naive(model, ids, boundaries, pa)
+    for chunk in (64, 1000):  # several chunks, and one chunk
+        kv = boundary_values_kv(model, ids, boundaries, pa, chunk_size=chunk)
+        assert max(abs(a - b) for a, b in zip(naive, kv)) < 1e-4
+    assert len(set(round(v, 6) for v in naive)) > 1  # the values do depend on the context
+    with pytest.raises(ValueError, match="outside"):
+        boundary_values_kv(model, ids, [0], pa)
+
+
+def test_compute_info_gain_end_to_end(tiny_lm):
+    model, tok = tiny_lm
+    ids = _trajectory(300, len(tok), seed=1)
+    boundaries = [40, 90, 150, 220, 280]
+    names = ["search", "visit", "search", "visit", None]
+    model.train()
+    res = compute_info_gain(model, tok, ids, boundaries, names, "Paris<|answer_split|>paris", tool_filter="visit")
+    assert model.training  # restored
+    assert res.gt == "Paris" and res.kept == [0, 2, 4]
+    assert res.values[1] is None and res.values[3] is None
+    assert res.gains[0] is None and res.gains[2] is None
+    assert res.gains[1] == pytest.approx(res.values[2] - res.values[0])
+    assert res.gains[3] == pytest.approx(res.values[4] - res.values[2])
+    naive = compute_info_gain(model, tok, ids, boundaries, names, "Paris", tool_filter="visit", method="naive")
+    assert max(abs(a - b) for a, b in zip(res.gains[1::2], naive.gains[1::2])) < 1e-4
+    empty = compute_info_gain(model, tok, ids, boundaries, names, "")
+    assert empty.gains == [None] * 4

@@ -1,0 +1,89 @@
+"""IGPOTrainer end to end on the micro model: agent-loop rollouts, IG, advantages (B, T), loss, checkpoints."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from venus_utils.io import read_jsonl
+from venus_utils.rl.config import IGPOConfig
+from venus_utils.rl.rollout import episode_from_rollout, make_agent_rollout
+from venus_utils.rl.trainer import grpo_args, rl_rows
+
+
+class EchoTools:
+    """Stand-in for the offline world's Toolbox: every call returns a fixed page about the question."""
+
+    async def run(self, call):
+        return f"The page says the answer is 1987. ({call.name})"
+
+
+def exact_judge(questions, predictions, answers):
+    return [float(p.strip() == a.strip()) for p, a in zip(predictions, answers)]
+
+
+def small_cfg(**kw):
+    base = dict(prompts_per_step=2, num_generations=2, micro_batch_size=2, max_steps=2, save_steps=1, max_turns=3,
+                max_tokens_per_turn=12, max_context_tokens=4096, ig_tool_filter=None, learning_rate=1e-3, kl_coef=0.01)
+    base.update(kw)
+    return IGPOConfig(**base)
+
+
+ROWS = rl_rows([{"id": "q1", "question": "Which year was Kent founded?", "answer": "1987"},
+                {"id": "q2", "question": "Who founded Medway Labs?", "answer": "Karo Mitel<|answer_split|>Karo"}])
+
+
+def _trainer(tiny_lm, out, cfg, resume_step=None):
+    from datasets import Dataset
+
+    from venus_utils.rl.trainer import IGPOTrainer
+
+    model, tok = tiny_lm
+    return IGPOTrainer(model, tok, Dataset.from_list(ROWS), cfg, grpo_args(cfg, out), rollout_fn=make_agent_rollout(EchoTools()),
+                       judge=exact_judge, turn_reward=lambda ep: ep.info_gain, resume_step=resume_step)
+
+
+def test_episode_from_agent_rollout(tiny_lm):
+    import asyncio
+
+    from venus_utils.agent import ScriptedBackend, run_agent
+    from venus_utils.protocol import answer_turn, tool_turn
+
+    _, tok = tiny_lm
+    backend = ScriptedBackend([tool_turn("find it", "visit", {"url": ["u"], "goal": "year"}), answer_turn("ok", "1987")], tok)
+    r = asyncio.run(run_agent("Which year?", backend, EchoTools()))
+    ep = episode_from_rollout(r, "1987", group="q")
+    assert ep.num_turns == 2 and ep.tool_names == ["visit", None] and ep.prediction == "1987"
+    assert ep.boundaries[0] == len(ep.prompt_ids)
+    gen = tok.decode(ep.input_ids[: ep.boundaries[1]])
+    assert gen.endswith("<|im_start|>assistant\n<think>\n")  # a boundary is the context ending with the generation prompt
+    sampled = [t for t, m in zip(ep.completion_ids, ep.assistant_mask) if m]
+    assert "1987" in tok.decode(sampled) and "The page says" not in tok.decode(sampled)
+
+
+def test_two_steps_checkpoint_and_resume(tiny_lm, tmp_path):
+    model, _ = tiny_lm
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    trainer = _trainer(tiny_lm, tmp_path, small_cfg())
+    trainer.train()
+    assert trainer.state.global_step == 2
+    assert any(not torch.equal(before[k], v) for k, v in model.state_dict().items())  # the policy moved
+
+    rows = read_jsonl(tmp_path / "metrics.jsonl")
+    steps = [r for r in rows if "reward" in r]
+    assert len(steps) == 2
+    for r in steps:
+        for key in ("reward", "ig_mean", "penalty_rate", "turns", "accuracy", "kl", "entropy", "adv_abs_mean"):
+            assert key in r and r[key] is not None and math.isfinite(r[key]), key
+        assert r["adv_nonzero_frac"] > 0  # finite, non-zero advantages
+    assert steps[1]["kl"] > 0  # the second step is measured against the moved policy
+    episodes = read_jsonl(tmp_path / "episodes.jsonl")
+    assert len(episodes) == 8 and {e["step"] for e in episodes} == {0, 1}
+    assert all(len(e["info_gain"]) == e["num_turns"] - 1 for e in episodes)
+    assert (tmp_path / "checkpoint-2").is_dir()
+
+    resumed = _trainer(tiny_lm, tmp_path, small_cfg(max_steps=3), resume_step=2)
+    resumed.train(resume_from_checkpoint=str(tmp_path / "checkpoint-2"))
+    assert resumed.state.global_step == 3
+    assert {e["step"] for e in read_jsonl(tmp_path / "episodes.jsonl")} == {0, 1, 2}

@@ -1,0 +1,228 @@
+"""Information gain: how much each turn raised the policy's belief in the ground-truth answer.
+
+At a turn boundary (the context right before an assistant turn, ending with its generation prompt) we append
+the fixed pseudo answer ``Now there's enough information to answer\\n</think>\\n<answer>\\n{GT}\\n</answer><|im_end|>``
+and read the policy's mean log-probability of the ground-truth tokens only (the "GT span": pseudo tokens whose
+character span overlaps the GT).  ``v_0`` (system + question) is the baseline; the turn that led to boundary
+``s`` earns ``IG = v_s - v_prev`` (``log_prob_diff``, DR-Venus) or ``exp(v_s) - exp(v_prev)`` (``prob_diff``,
+the IGPO paper), ``v_prev`` being the last *kept* boundary (spec §1.2).
+
+Two ways to compute the values, equal up to float error (tested):
+
+- :func:`boundary_values_naive`: one forward per boundary over ``context + pseudo``;
+- :func:`boundary_values_kv`: one forward over the trajectory that fills a KV cache, then per boundary
+  (last first) crop the cache back to ``b - 1`` tokens and feed ``[token b-1] + pseudo`` (spec §1.3).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from ..protocol import split_aliases
+from .config import PSEUDO_ANSWER
+
+
+def ground_truth_text(ground_truth) -> str | None:
+    """The text scored by IG: the first ``<|answer_split|>`` alias, stripped; None when there is none.
+
+    A list (or array) of aliases gives its first non-empty element.
+    """
+    if ground_truth is None:
+        return None
+    if not isinstance(ground_truth, str) and hasattr(ground_truth, "__iter__"):
+        items = [str(x).strip() for x in ground_truth if str(x).strip()]
+        return split_aliases(items[0])[0] if items else None
+    aliases = split_aliases(str(ground_truth))
+    return aliases[0] if aliases else None
+
+
+@dataclass
+class PseudoAnswer:
+    """The tokenised pseudo answer and where the ground truth sits in it."""
+
+    text: str
+    ids: list[int]
+    gt_index: list[int]  # indices into ids of the GT-span tokens (sorted, contiguous in practice)
+
+
+def pseudo_answer(tokenizer, gt: str, template: str = PSEUDO_ANSWER) -> PseudoAnswer:
+    """Tokenise ``template`` with ``{gt}`` filled in and locate the GT span by character offsets."""
+    if "{gt}" not in template:
+        raise ValueError("the pseudo-answer template must contain {gt}")
+    if not gt:
+        raise ValueError("empty ground truth: IG needs an answer to score")
+    head, tail = template.split("{gt}", 1)
+    text = head + gt + tail
+    start, end = len(head), len(head) + len(gt)
+    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    ids, offsets = list(enc["input_ids"]), enc["offset_mapping"]
+    gt_index = [k for k, (a, b) in enumerate(offsets) if a < end and b > start]
+    if not gt_index:
+        raise ValueError(f"no pseudo-answer token overlaps the ground truth {gt!r}")
+    return PseudoAnswer(text=text, ids=ids, gt_index=gt_index)
+
+
+def _gt_mean_logprob(logits, targets: Sequence[int], gt_index: Sequence[int], temperature: float) -> float:
+    """Mean log-prob of ``targets[k]`` for k in gt_index, where ``logits[k]`` predicts ``targets[k]``."""
+    import torch
+
+    rows = torch.as_tensor(list(gt_index), device=logits.device)
+    tok = torch.as_tensor([targets[k] for k in gt_index], device=logits.device)
+    logp = torch.log_softmax(logits[rows].float() / temperature, dim=-1)
+    return logp.gather(1, tok[:, None]).mean().item()
+
+
+def boundary_values_naive(model, input_ids: Sequence[int], boundaries: Sequence[int], pseudo: PseudoAnswer,
+                          *, temperature: float = 1.0) -> list[float]:
+    """Reference implementation: one full forward over ``input_ids[:b] + pseudo`` per boundary ``b``."""
+    import torch
+
+    values = []
+    n_keep = max(pseudo.gt_index) + 1  # pseudo tokens after the GT are not needed
+    with torch.no_grad():
+        for b in boundaries:
+            _check_boundary(b, len(input_ids))
+            ids = list(input_ids[:b]) + pseudo.ids[:n_keep]
+            x = torch.tensor([ids], device=model.device)
+            logits = model(input_ids=x).logits[0, b - 1 : b - 1 + n_keep]  # logits[k] predicts pseudo.ids[k]
+            values.append(_gt_mean_logprob(logits, pseudo.ids, pseudo.gt_index, temperature))
+    return values
+
+
+def _check_boundary(b: int, n: int) -> None:
+    if not 1 <= b <= n:
+        raise ValueError(f"turn boundary {b} is outside the trajectory (1..{n} tokens)")
+
+
+def _crop(cache, length: int) -> None:
+    """Keep the first ``length`` positions of a DynamicCache (negative crop works on transformers 4.x and 5.x)."""
+    extra = cache.get_seq_length() - length
+    if extra > 0:
+        cache.crop(-extra)
+
+
+def _cache_kw(model) -> str:
+    """The forward's name for the KV cache: ``cache`` (transformers >= 5.20) or ``past_key_values``."""
+    import inspect
+
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return "cache" if "cache" in inspect.signature(type(base).forward).parameters else "past_key_values"
+
+
+def boundary_values_kv(model, input_ids: Sequence[int], boundaries: Sequence[int], pseudo: PseudoAnswer,
+                       *, temperature: float = 1.0, chunk_size: int = 8192) -> list[float]:
+    """KV-cache implementation (spec §1.3): one chunked forward, then one short forward per boundary."""
+    import torch
+    from transformers import DynamicCache
+
+    if not boundaries:
+        return []
+    for b in boundaries:
+        _check_boundary(b, len(input_ids))
+    n_keep = max(pseudo.gt_index) + 1
+    ids = torch.tensor([list(input_ids)], device=model.device)
+    last = max(boundaries) - 1  # the cache needs the tokens before the last boundary's final token only
+    cache = DynamicCache()
+    kw = _cache_kw(model)
+    values: dict[int, float] = {}
+    with torch.no_grad():
+        for start in range(0, last, max(1, chunk_size)):  # phase 1: fill the cache, no logits needed
+            stop = min(start + chunk_size, last)
+            model(input_ids=ids[:, start:stop], use_cache=True, logits_to_keep=1, **{kw: cache})
+        pseudo_in = torch.tensor([pseudo.ids[: n_keep - 1]], device=model.device, dtype=ids.dtype)
+        for b in sorted(set(boundaries), reverse=True):  # phase 2: last boundary first, so crops only shrink
+            _crop(cache, b - 1)
+            x = torch.cat([ids[:, b - 1 : b], pseudo_in], dim=1)
+            logits = model(input_ids=x, use_cache=True, **{kw: cache}).logits[0]
+            values[b] = _gt_mean_logprob(logits, pseudo.ids, pseudo.gt_index, temperature)
+    return [values[b] for b in boundaries]
+
+
+# --- from values to turn rewards ------------------------------------------------------------------------------
+
+
+def tool_passes(tool_name: str | None, tool_filter: str | None) -> bool:
+    """Whether a turn that called ``tool_name`` gets an IG boundary; ``None``/"all" keeps every turn."""
+    if tool_filter is None or str(tool_filter).strip().lower() in ("", "all", "none"):
+        return True
+    allowed = {t.strip() for t in str(tool_filter).split(",") if t.strip()}
+    return tool_name in allowed
+
+
+def kept_boundaries(num_boundaries: int, tool_names: Sequence[str | None], tool_filter: str | None) -> list[int]:
+    """Indices of the boundaries to score: 0 (the baseline) and every s >= 1 whose turn s-1 passes the filter."""
+    if len(tool_names) < num_boundaries - 1:
+        raise ValueError(f"{num_boundaries} boundaries need >= {num_boundaries - 1} tool names, got {len(tool_names)}")
+    return [0] + [s for s in range(1, num_boundaries) if tool_passes(tool_names[s - 1], tool_filter)]
+
+
+def turn_info_gains(values: Sequence[float | None], info_gain_type: str = "log_prob_diff") -> list[float | None]:
+    """IG for turns 0..S-2 from the values at boundaries 0..S-1 (None = boundary not scored).
+
+    ``prob_diff`` differences ``exp(v)``.  A NaN/inf value gives IG 0.0 and leaves the running value alone;
+    an invalid baseline gives no IG at all (every entry None).
+    """
+    if info_gain_type not in ("log_prob_diff", "prob_diff"):
+        raise ValueError(f"unknown info_gain_type {info_gain_type!r}")
+    gains: list[float | None] = [None] * max(0, len(values) - 1)
+    base = values[0] if values else None
+    if base is None or not math.isfinite(base):
+        return gains
+    f = math.exp if info_gain_type == "prob_diff" else float
+    prev = f(base)
+    for s in range(1, len(values)):
+        v = values[s]
+        if v is None:
+            continue
+        if not math.isfinite(v):
+            gains[s - 1] = 0.0
+            continue
+        cur = f(v)
+        gains[s - 1] = cur - prev
+        prev = cur
+    return gains
+
+
+@dataclass
+class InfoGainResult:
+    values: list[float | None]  # per boundary (None: filtered out)
+    gains: list[float | None]  # per non-final turn (None: no IG for that turn)
+    gt: str | None = None
+    kept: list[int] = field(default_factory=list)
+
+
+def compute_info_gain(model, tokenizer, input_ids: Sequence[int], boundaries: Sequence[int],
+                      tool_names: Sequence[str | None], ground_truth, *, info_gain_type: str = "log_prob_diff",
+                      tool_filter: str | None = "visit", template: str = PSEUDO_ANSWER, temperature: float = 1.0,
+                      chunk_size: int = 8192, method: str = "kv") -> InfoGainResult:
+    """Per-turn IG of one trajectory.
+
+    ``input_ids`` are the exact tokens of the whole episode (prompt + completion); ``boundaries[s]`` is the
+    context length right before assistant turn ``s`` (so ``boundaries[0]`` is the prompt length);
+    ``tool_names[s]`` is the tool that turn ``s`` called (None when it called none).  The model must be the
+    policy that sampled the trajectory; it is switched to eval mode for the call and restored afterwards.
+    """
+    gt = ground_truth_text(ground_truth)
+    n = len(boundaries)
+    if gt is None or n == 0:
+        return InfoGainResult(values=[None] * n, gains=[None] * max(0, n - 1), gt=gt)
+    pseudo = pseudo_answer(tokenizer, gt, template)
+    kept = kept_boundaries(n, tool_names, tool_filter)
+    points = [boundaries[s] for s in kept]
+    was_training = model.training
+    model.eval()
+    try:
+        if method == "kv":
+            scored = boundary_values_kv(model, input_ids, points, pseudo, temperature=temperature, chunk_size=chunk_size)
+        elif method == "naive":
+            scored = boundary_values_naive(model, input_ids, points, pseudo, temperature=temperature)
+        else:
+            raise ValueError(f"unknown IG method {method!r} (kv | naive)")
+    finally:
+        model.train(was_training)
+    values: list[float | None] = [None] * n
+    for s, v in zip(kept, scored):
+        values[s] = v
+    return InfoGainResult(values=values, gains=turn_info_gains(values, info_gain_type), gt=gt, kept=kept)

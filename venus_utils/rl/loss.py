@@ -1,0 +1,67 @@
+"""The IGPO policy loss: per-token advantages, PPO clipping, k3 KL to the reference, token-mean (spec §1.8).
+
+DR-Venus makes one update per batch, so the ratio is 1 and clipping never binds; the loss is then
+``-A * log pi`` plus the KL term.  The clipped form is kept so that ``num_iterations > 1`` stays correct.
+``normalizer`` is the number of loss tokens of the *whole* batch (all processes, all micro-batches), so the
+per-shard losses add up to the full-batch token mean (tested).
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def k3_kl(logps: torch.Tensor, ref_logps: torch.Tensor) -> torch.Tensor:
+    """verl's ``low_var_kl``: ``exp(ref - logp) - (ref - logp) - 1``, with the log-ratio and the result clamped."""
+    log_ratio = torch.clamp(ref_logps - logps, -20.0, 20.0)
+    return torch.clamp(torch.exp(log_ratio) - log_ratio - 1.0, -10.0, 10.0)
+
+
+def policy_loss(logps: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor, *,
+                old_logps: torch.Tensor | None = None, ref_logps: torch.Tensor | None = None,
+                clip_low: float = 0.2, clip_high: float = 0.2, dual_clip: float = 3.0, kl_coef: float = 0.001,
+                normalizer: float | torch.Tensor | None = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """Loss over (B, T) tensors; ``mask`` is 1 on assistant (sampled) tokens only.
+
+    Returns ``(loss, stats)``; ``stats`` holds sums over masked tokens (``pg``, ``kl``, ``clipped``, ``tokens``)
+    so callers can aggregate them across shards.
+    """
+    mask = mask.to(logps.dtype)
+    old = logps.detach() if old_logps is None else old_logps
+    log_ratio = torch.clamp(logps - old, -20.0, 20.0)
+    ratio = torch.exp(log_ratio)
+    loss1 = -advantages * ratio
+    loss2 = -advantages * torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high)
+    clipped = torch.maximum(loss1, loss2)
+    dual = torch.minimum(-advantages * dual_clip, clipped)
+    pg = torch.where(advantages < 0, dual, clipped)
+    per_token = pg
+    kl = None
+    if kl_coef and ref_logps is not None:
+        kl = k3_kl(logps, ref_logps)
+        per_token = per_token + kl_coef * kl
+    denom = mask.sum().clamp(min=1.0) if normalizer is None else torch.as_tensor(normalizer, dtype=logps.dtype)
+    loss = (per_token * mask).sum() / denom
+    with torch.no_grad():
+        stats = {
+            "pg": (pg * mask).sum(),
+            "kl": (kl * mask).sum() if kl is not None else torch.zeros((), dtype=logps.dtype),
+            "clipped": ((loss2 > loss1).to(logps.dtype) * mask).sum(),
+            "tokens": mask.sum(),
+        }
+    return loss, stats
+
+
+def token_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, logits_to_keep: int, *,
+                   temperature: float = 1.0, entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Log-probs (and optionally entropies) of the last ``logits_to_keep`` tokens of each row, shape (B, K)."""
+    out = model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=logits_to_keep + 1)
+    logits = out.logits[:, :-1, :].float() / temperature  # logits[:, k] predicts token (L - K + k)
+    targets = input_ids[:, -logits_to_keep:]
+    logp_all = torch.log_softmax(logits, dim=-1)
+    logps = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    ent = None
+    if entropy:
+        with torch.no_grad():
+            ent = -(logp_all.exp() * logp_all).sum(-1)
+    return logps, ent

@@ -1,0 +1,120 @@
+"""Notebook 04 helpers: load the policy, the worked IG example, and the training plots."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Sequence
+
+import pandas as pd
+
+from ..io import read_jsonl
+
+
+def load_policy(model_dir: str | Path, device: str = "cpu"):
+    """The model and tokenizer saved by an earlier stage (``save_pretrained`` folder)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model_dir = Path(model_dir)
+    if not (model_dir / "config.json").exists():
+        raise FileNotFoundError(f"{model_dir}: no model here (config.json missing); run the SFT notebook first")
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    # the SFT export is bfloat16; on CPU train (and score IG) in float32, where tiny updates do not vanish
+    dtype = torch.float32 if device == "cpu" else "auto"
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype).to(device)
+    return model, tokenizer
+
+
+def load_shared_rollout(path: str | Path, max_tokens: int, tokenizer, min_turns: int = 2) -> tuple[list[dict], str]:
+    """A DR-Venus RL rollout cut after the last whole turn that fits in ``max_tokens`` (but keeping at least
+    ``min_turns`` tool turns), followed by its final answer turn, and that final answer.
+
+    The shared rollouts carry no ground truth, so the worked example scores the answer the rollout ended on.
+    """
+    from ..protocol import extract_answer
+
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    messages = data["messages"]
+    answer = extract_answer(messages[-1]["content"]) if messages[-1]["role"] == "assistant" else None
+    answer = (answer or "").strip("*_ \n")  # the example ends with a markdown-bold answer
+    if not answer:
+        raise ValueError(f"{path}: the rollout does not end with an <answer>")
+    final = [{"role": "assistant", "content": messages[-1]["content"]}]
+
+    def size(msgs):
+        return len(tokenizer(tokenizer.apply_chat_template(msgs, tokenize=False), add_special_tokens=False)["input_ids"])
+
+    keep = 2
+    for k in range(2, len(messages) - 1, 2):  # add (assistant, tool response) pairs while they fit
+        if k // 2 > min_turns and size(messages[: k + 2] + final) > max_tokens:
+            break
+        keep = k + 2
+    return messages[:keep] + final, answer
+
+
+def turn_table(ep, ig_all, ig_filtered) -> pd.DataFrame:
+    """One row per non-final turn: tool, IG scored at every boundary, IG with the tool filter."""
+    return pd.DataFrame({"turn": range(ep.num_turns - 1), "tool": [t or "-" for t in ep.tool_names[:-1]],
+                         "ig_every_turn": ig_all.gains, "ig_after_visit": ig_filtered.gains,
+                         "value_after": ig_all.values[1:]})
+
+
+def episodes_frame(path: str | Path) -> pd.DataFrame:
+    return pd.DataFrame(read_jsonl(path)) if Path(path).exists() else pd.DataFrame()
+
+
+def ig_by_turn(episodes: pd.DataFrame) -> pd.DataFrame:
+    """Long table (step, turn, ig) of every IG value of the training rollouts."""
+    rows = [{"step": e.step, "turn": t, "ig": g} for e in episodes.itertuples() for t, g in enumerate(e.info_gain)
+            if g is not None]
+    return pd.DataFrame(rows, columns=["step", "turn", "ig"])
+
+
+def training_figure(metrics: pd.DataFrame, episodes: pd.DataFrame, path: str | Path | None = None):
+    """Reward / accuracy, IG by turn, penalty rate, turns per episode, KL and entropy, one panel each."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    steps = metrics.dropna(subset=["reward"]) if "reward" in metrics else metrics
+    fig, axes = plt.subplots(2, 3, figsize=(14, 7))
+    for ax, cols, title in [(axes[0, 0], ["reward", "accuracy"], "outcome reward and accuracy"),
+                            (axes[0, 2], ["penalty_rate"], "malformed-turn rate"), (axes[1, 0], ["turns"], "turns per episode"),
+                            (axes[1, 1], ["kl"], "KL to the SFT policy"), (axes[1, 2], ["entropy"], "entropy")]:
+        for col in cols:
+            if col in steps:
+                sns.lineplot(x=steps["step"], y=steps[col], ax=ax, label=col, marker="o")
+        ax.set_title(title)
+    ig = ig_by_turn(episodes) if len(episodes) else pd.DataFrame(columns=["turn", "ig"])
+    if len(ig):
+        sns.boxplot(data=ig, x="turn", y="ig", ax=axes[0, 1], color="#8fb3d9")
+    axes[0, 1].set_title("information gain by turn (all steps)")
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=110)
+    return fig
+
+
+def last_checkpoint(folder: str | Path) -> tuple[str | None, int | None]:
+    """The newest ``checkpoint-N`` in ``folder`` and its step, or (None, None)."""
+    found = sorted((int(p.name.split("-")[1]), p) for p in Path(folder).glob("checkpoint-*") if p.name.split("-")[1].isdigit())
+    return (str(found[-1][1]), found[-1][0]) if found else (None, None)
+
+
+def qa_rows(path: str | Path, limit: int | None = None, seed: int = 0) -> list[dict]:
+    """Rows for the trainer / evaluation from a verl-schema QA parquet (``limit`` questions, shuffled by seed)."""
+    from ..eval.loaders import load_verl_qa
+    from .trainer import rl_rows
+
+    qa = load_verl_qa(path)
+    if limit is not None and limit < len(qa):
+        qa = qa.sample(n=limit, random_state=seed)
+    return rl_rows(qa)
+
+
+def summarize_steps(metrics: pd.DataFrame, keys: Sequence[str] = ("reward", "accuracy", "ig_mean", "penalty_rate",
+                                                                    "turns", "kl", "entropy", "adv_nonzero_frac")) -> pd.DataFrame:
+    cols = ["step", *[k for k in keys if k in metrics]]
+    return metrics.dropna(subset=["reward"])[cols].reset_index(drop=True) if "reward" in metrics else metrics

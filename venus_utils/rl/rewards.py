@@ -1,0 +1,169 @@
+"""Episodes, the reward functions IGPO calls on them, and where the rewards sit in the token sequence.
+
+An :class:`Episode` is one rollout as the trainer sees it: the exact token ids the policy saw and sampled,
+the assistant-token mask, the turn boundaries, the assistant turn texts and tool names.  After the rollout
+the trainer fills in ``info_gain`` (§1.2), ``format_errors`` (§1.5) and ``judge_score`` (§4), then calls two
+plain functions, which a notebook may replace:
+
+- ``turn_reward(ep) -> list[float | None]``: one entry per non-final turn (None = no reward position);
+  DR-Venus: the IG, replaced by -1 on malformed turns (:func:`igpo_turn_reward`);
+- ``outcome_reward(ep) -> float``: DR-Venus: the judge's 0/1, replaced by -1 when the final turn is
+  malformed (:func:`igpo_outcome_reward`).
+
+:func:`place_rewards` puts turn ``j``'s reward on the ``<|im_end|>`` that closes its tool response (the last
+one before turn ``j + 1`` starts) and the outcome on the last completion token (spec §1.4).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Hashable, Sequence
+
+from .advantages import ZERO_REWARD
+
+
+@dataclass
+class Episode:
+    question: str
+    ground_truth: str
+    prompt_ids: list[int]  # system + question + the first generation prompt
+    completion_ids: list[int]  # everything after: sampled tokens, tool responses, later generation prompts
+    assistant_mask: list[int]  # 1 on sampled tokens (the loss mask), 0 elsewhere; len == len(completion_ids)
+    boundaries: list[int]  # absolute context length right before each assistant turn; boundaries[0] == len(prompt_ids)
+    turns: list[str]  # assistant turn texts as generated
+    tool_names: list[str | None]  # tool called by each turn (None: none / unparseable)
+    prediction: str | None = None
+    group: Hashable = None  # rollouts of the same question share a group
+    termination: str = ""
+    # filled in by the trainer after the rollout
+    info_gain: list[float | None] = field(default_factory=list)
+    ig_values: list[float | None] = field(default_factory=list)
+    format_errors: list[str | None] = field(default_factory=list)
+    judge_score: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if len(self.assistant_mask) != len(self.completion_ids):
+            raise ValueError(f"assistant_mask has {len(self.assistant_mask)} entries for {len(self.completion_ids)} "
+                             "completion tokens")
+        if len(self.turns) != len(self.boundaries) or len(self.tool_names) != len(self.turns):
+            raise ValueError(f"{len(self.turns)} turns, {len(self.boundaries)} boundaries and {len(self.tool_names)} "
+                             "tool names: need one of each per assistant turn")
+        if self.boundaries and self.boundaries[0] != len(self.prompt_ids):
+            raise ValueError(f"boundaries[0]={self.boundaries[0]} must be the prompt length {len(self.prompt_ids)}")
+
+    @property
+    def input_ids(self) -> list[int]:
+        return list(self.prompt_ids) + list(self.completion_ids)
+
+    @property
+    def num_turns(self) -> int:
+        return len(self.turns)
+
+
+def igpo_turn_reward(ep: Episode, penalty: float = -1.0, use_format_penalty: bool = True) -> list[float | None]:
+    """DR-Venus: each non-final turn earns its IG; a malformed one earns ``penalty`` instead."""
+    gains = list(ep.info_gain) if ep.info_gain else [None] * max(0, ep.num_turns - 1)
+    if not use_format_penalty:
+        return gains
+    return [penalty if err else g for g, err in zip(gains, ep.format_errors[:-1])]
+
+
+def igpo_outcome_reward(ep: Episode, penalty: float = -1.0, use_format_penalty: bool = True) -> float:
+    """DR-Venus: the judge's score; ``penalty`` when the final (answer) turn is malformed."""
+    if use_format_penalty and ep.format_errors and ep.format_errors[-1]:
+        return penalty
+    return float(ep.judge_score)
+
+
+def turn_reward_positions(ep: Episode, im_end_id: int | None) -> list[int]:
+    """Completion positions of the rewards of turns 0..T-2: the last ``<|im_end|>`` before the next turn."""
+    p0 = len(ep.prompt_ids)
+    positions = []
+    for j in range(ep.num_turns - 1):
+        end = ep.boundaries[j + 1] - p0  # completion index where turn j+1's first sampled token goes
+        pos = end - 1
+        if im_end_id is not None:
+            for k in range(end - 1, -1, -1):
+                if ep.completion_ids[k] == im_end_id:
+                    pos = k
+                    break
+        positions.append(pos)
+    return positions
+
+
+def place_rewards(length: int, turn_rewards: Sequence[float | None], positions: Sequence[int],
+                  outcome: float) -> dict[int, float]:
+    """Sparse token-level rewards of one sample: turn rewards on ``positions`` and the outcome at ``length - 1``.
+
+    None leaves the position empty; an exact 0.0 is stored as 1e-10 so that it still counts.
+    """
+    if length < 1:
+        raise ValueError("a sample needs at least one completion token to carry its outcome")
+    if len(turn_rewards) != len(positions):
+        raise ValueError(f"{len(turn_rewards)} turn rewards for {len(positions)} positions")
+    rewards: dict[int, float] = {}
+    for j, (r, p) in enumerate(zip(turn_rewards, positions)):
+        if r is None:
+            continue
+        if not math.isfinite(r):
+            raise ValueError(f"turn {j}: reward {r} is not finite")
+        if not 0 <= p < length - 1:
+            raise ValueError(f"turn {j}: reward position {p} outside the completion (0..{length - 2})")
+        rewards[p] = ZERO_REWARD if r == 0.0 else float(r)
+    if not math.isfinite(outcome):
+        raise ValueError(f"outcome {outcome} is not finite")
+    rewards[length - 1] = float(outcome)
+    return rewards
+
+
+def episode_rewards(ep: Episode, turn_rewards: Sequence[float | None], outcome: float,
+                    im_end_id: int | None) -> dict[int, float]:
+    """Place an episode's turn rewards and outcome on its completion tokens."""
+    expected = max(0, ep.num_turns - 1)
+    if len(turn_rewards) != expected:
+        raise ValueError(f"turn_reward returned {len(turn_rewards)} entries; the episode has {ep.num_turns} turns, "
+                         f"so it needs {expected} (one per non-final turn)")
+    return place_rewards(len(ep.completion_ids), turn_rewards, turn_reward_positions(ep, im_end_id), outcome)
+
+
+def episode_from_messages(tokenizer, messages: Sequence[dict], ground_truth: str = "", *,
+                          group: Hashable = None) -> Episode:
+    """Re-render a finished message list with the chat template into an :class:`Episode`.
+
+    For worked examples and for conversations that come without token ids (e.g. DR-Venus's shared rollouts).
+    Training uses the agent loop's exact sampled ids instead (spec §7: re-rendering can differ from what the
+    policy saw).  Each turn boundary is the token count of the rendered context with the generation prompt;
+    raises when that context is not a token-aligned prefix of the whole rendering.
+    """
+    from ..protocol import extract_answer, parse_tool_call
+
+    messages = [dict(m) for m in messages]
+    full = tokenizer.apply_chat_template(messages, tokenize=False)
+    enc = tokenizer(full, add_special_tokens=False, return_offsets_mapping=True)
+    ids, offsets = list(enc["input_ids"]), enc["offset_mapping"]
+    ends = {end: k + 1 for k, (_, end) in enumerate(offsets)}  # char position -> token count ending there
+    boundaries, spans, turns, names = [], [], [], []
+    for k, message in enumerate(messages):
+        if message["role"] != "assistant":
+            continue
+        context = tokenizer.apply_chat_template(messages[:k], tokenize=False, add_generation_prompt=True)
+        if not full.startswith(context) or len(context) not in ends:
+            raise ValueError(f"message {k}: the rendered context is not a token-aligned prefix of the conversation "
+                             "(the chat template rewrites earlier turns)")
+        stop = full.find("<|im_end|>", len(context))
+        stop = len(full) if stop == -1 else stop + len("<|im_end|>")
+        boundaries.append(ends[len(context)])
+        spans.append((len(context), stop))
+        turns.append(message["content"])
+        call = parse_tool_call(message["content"])
+        names.append(call.name if call is not None and call.ok else None)
+    if not boundaries:
+        raise ValueError("the conversation has no assistant turn")
+    p0 = boundaries[0]
+    mask = [int(any(a <= s < b for a, b in spans)) for s, _ in offsets[p0:]]
+    return Episode(question=next((m["content"] for m in messages if m["role"] == "user"), ""),
+                   ground_truth=ground_truth, prompt_ids=ids[:p0], completion_ids=ids[p0:], assistant_mask=mask,
+                   boundaries=boundaries, turns=turns, tool_names=names, prediction=extract_answer(turns[-1]),
+                   group=group)

@@ -1,0 +1,372 @@
+"""IGPOTrainer: TRL's GRPOTrainer with DR-Venus's turn-level rewards and per-token advantages.
+
+TRL provides the loop (repeat sampler over groups of ``n``, generation buffering, optimizer, checkpoints,
+logging).  Two methods are replaced:
+
+- ``_generate_and_score_completions``: roll out each question with the agent loop (exact sampled ids),
+  compute the information gain with the same weights (§1.2), the format check (§1.5), the judge's verdict
+  (§4), call the turn / outcome reward functions, place the rewards on tokens (§1.4), and turn them into
+  per-token advantages of shape (B, T) over the *whole* batch, all processes gathered (§1.7);
+- ``_compute_loss``: :func:`venus_utils.rl.loss.policy_loss` (PPO clip, k3 KL to the reference, token mean
+  over the batch) on assistant tokens only (§1.8).
+
+Per-step metrics go to ``metrics.jsonl`` and per-episode records (IG by turn...) to ``episodes.jsonl`` in
+the output folder.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Callable, Sequence
+
+import torch
+
+from ..io import read_jsonl, write_jsonl
+from .advantages import compute_turn_advantages
+from .config import IGPOConfig
+from .format_penalty import turn_format_errors
+from .info_gain import compute_info_gain
+from .loss import policy_loss, token_logprobs
+from .rewards import Episode, episode_rewards, igpo_outcome_reward, igpo_turn_reward
+
+#: rollout_fn(model, tokenizer, rows, cfg, llm=None) -> one Episode per row, same order (rows repeat for the
+#: group); ``llm`` is TRL's vLLM engine when ``use_vllm`` is on (weights already synced), else None
+RolloutFn = Callable[..., list[Episode]]
+#: judge(questions, predictions, ground_truths) -> scores in [0, 1]
+JudgeFn = Callable[[list[str], list[str], list[str]], list[float]]
+
+
+def grpo_args(cfg: IGPOConfig, output_dir: str | Path, *, device: str = "cpu", world_size: int = 1, **overrides):
+    """The TRL ``GRPOConfig`` that runs ``cfg``: one optimizer step per ``prompts_per_step x n`` trajectories."""
+    from trl import GRPOConfig
+
+    per_step = cfg.trajectories_per_step
+    if per_step % (cfg.micro_batch_size * world_size):
+        raise ValueError(f"{per_step} trajectories per step do not split into micro-batches of "
+                         f"{cfg.micro_batch_size} on {world_size} processes")
+    accumulation = per_step // (cfg.micro_batch_size * world_size)
+    cuda = device != "cpu" and torch.cuda.is_available()
+    vllm = cfg.use_vllm and cuda and _importable("vllm")
+    kwargs = dict(
+        output_dir=str(output_dir), per_device_train_batch_size=cfg.micro_batch_size,
+        gradient_accumulation_steps=accumulation, steps_per_generation=accumulation,
+        num_generations=cfg.num_generations, num_iterations=1, max_steps=cfg.max_steps,
+        learning_rate=cfg.learning_rate, weight_decay=cfg.weight_decay, max_grad_norm=cfg.max_grad_norm,
+        lr_scheduler_type="constant", warmup_steps=0, beta=0.0,  # the KL term is ours (policy_loss), not TRL's
+        epsilon=cfg.clip_ratio_low, epsilon_high=cfg.clip_ratio_high, loss_type="dapo",
+        temperature=cfg.temperature, top_p=cfg.top_p, max_completion_length=cfg.max_tokens_per_turn,
+        save_steps=cfg.save_steps, save_strategy="steps", logging_steps=1, report_to="none", seed=cfg.seed,
+        remove_unused_columns=False, use_vllm=vllm, use_cpu=not cuda, bf16=cuda and torch.cuda.is_bf16_supported(),
+        disable_dropout=True, log_completions=False, shuffle_dataset=True,
+    )
+    if vllm:  # TRL's colocated engine; the agent loop generates with it (rollout.make_agent_rollout)
+        kwargs.update(vllm_mode="colocate", vllm_max_model_length=cfg.max_context_tokens,
+                      vllm_importance_sampling_correction=False)
+    kwargs.update(overrides)
+    return GRPOConfig(**kwargs)
+
+
+def _importable(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
+def rl_rows(qa) -> list[dict]:
+    """Training rows from a QA table with ``question`` and ``answer`` (e.g. ``eval.loaders.load_verl_qa``)."""
+    rows = []
+    for k, r in enumerate(qa.to_dict("records") if hasattr(qa, "to_dict") else qa):
+        if not str(r.get("question", "")).strip():
+            raise ValueError(f"QA row {k}: empty question")
+        rows.append({"prompt": [{"role": "user", "content": str(r["question"])}], "question": str(r["question"]),
+                     "ground_truth": str(r["answer"]), "id": str(r.get("id", k))})
+    return rows
+
+
+def process_advantages(gathered: Sequence[tuple], process_index: int, local_size: int, cfg: IGPOConfig,
+                       stats: dict | None = None) -> list[list[float]]:
+    """Advantages of one process's samples: computed on the gathered batch (every process's
+    ``(rewards, length, group)`` in process order), then sliced, so sharding changes nothing."""
+    rewards, lengths, groups = zip(*gathered) if gathered else ((), (), ())
+    adv = compute_turn_advantages(list(rewards), list(lengths), list(groups), gamma=cfg.gamma, mode=cfg.norm_mode,
+                                  eps=cfg.adv_eps, stats=stats)
+    return adv[process_index * local_size : (process_index + 1) * local_size]
+
+
+def _build_trainer_class():
+    from transformers import TrainerCallback
+    from trl import GRPOTrainer
+
+    class MetricsFile(TrainerCallback):
+        """Keeps every log line of the run in ``metrics.jsonl`` (rewritten atomically each step)."""
+
+        def __init__(self, path: Path, rows: list[dict]):
+            self.path, self.rows = path, rows
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if state.is_world_process_zero and logs:
+                self.rows.append({"step": state.global_step, **logs})
+                write_jsonl(self.path, self.rows)
+
+    class _IGPOTrainer(GRPOTrainer):
+        def __init__(self, model, tokenizer, train_dataset, cfg: IGPOConfig, args, *, rollout_fn: RolloutFn,
+                     judge: JudgeFn, turn_reward: Callable[[Episode], list] | None = None,
+                     outcome_reward: Callable[[Episode], float] | None = None, ref_model=None, peft_config=None,
+                     callbacks=None, resume_step: int | None = None):
+            self.igpo = cfg
+            self.rollout_fn, self.judge = rollout_fn, judge
+            if peft_config is None and cfg.lora_r:
+                peft_config = lora_config(cfg)
+            self.turn_reward = turn_reward or (lambda ep: igpo_turn_reward(ep, cfg.format_penalty, cfg.use_format_penalty))
+            self.outcome_reward = outcome_reward or (
+                lambda ep: igpo_outcome_reward(ep, cfg.format_penalty, cfg.use_format_penalty))
+            if peft_config is None and cfg.kl_coef and ref_model is None:
+                ref_model = copy.deepcopy(model)  # the frozen starting policy (DR-Venus: the SFT checkpoint)
+            self._ref = ref_model.eval().requires_grad_(False) if ref_model is not None else None
+            out = Path(args.output_dir)
+            self.metrics_path, self.episodes_path = out / "metrics.jsonl", out / "episodes.jsonl"
+            self.metric_rows = _history(self.metrics_path, resume_step, inclusive=True)  # logged after step N
+            self.episode_rows = _history(self.episodes_path, resume_step, inclusive=False)  # rolled out before it
+            callbacks = [*(callbacks or []), MetricsFile(self.metrics_path, self.metric_rows)]
+            super().__init__(model=model, reward_funcs=[_trl_outcome(judge)], args=args, train_dataset=train_dataset,
+                             processing_class=tokenizer, callbacks=callbacks, peft_config=peft_config)
+            if self._ref is not None:
+                self._ref.to(self.accelerator.device)
+            self.im_end_id = tokenizer.convert_tokens_to_ids("<|im_end|>")
+
+        # --- rollout and rewards -------------------------------------------------------------------------
+        def policy(self):
+            return self.accelerator.unwrap_model(self.model)
+
+        def _synced_llm(self):
+            """TRL's colocated vLLM engine with this step's weights, or None (transformers generation)."""
+            if not self.use_vllm:
+                return None
+            if self.state.global_step != self._last_loaded_step:
+                self.vllm_generation.sync_weights()
+                self._last_loaded_step = self.state.global_step
+            return self.vllm_generation.llm
+
+        def score_episodes(self, episodes: Sequence[Episode]) -> list[dict[int, float]]:
+            """Fill IG / format errors / judge score on each episode and return its token-level rewards."""
+            cfg, policy = self.igpo, self.policy()
+            for ep in episodes:
+                ig = compute_info_gain(policy, self.processing_class, ep.input_ids, ep.boundaries, ep.tool_names,
+                                       ep.ground_truth, info_gain_type=cfg.info_gain_type,
+                                       tool_filter=cfg.ig_tool_filter, template=cfg.pseudo_answer,
+                                       temperature=cfg.temperature, chunk_size=cfg.ig_chunk_size)
+                ep.info_gain, ep.ig_values = ig.gains, ig.values
+                ep.format_errors = turn_format_errors(ep.turns)
+            scores = self.judge([ep.question for ep in episodes], [ep.prediction or "" for ep in episodes],
+                                [ep.ground_truth for ep in episodes])
+            rewards = []
+            for ep, score in zip(episodes, scores, strict=True):
+                ep.judge_score = float(score)
+                if ep.num_turns == 0 or not ep.completion_ids:  # a failed rollout: no tokens, no statistics
+                    ep.extra.update(turn_rewards=[], outcome=0.0)
+                    rewards.append({})
+                    continue
+                turn, outcome = self.turn_reward(ep), float(self.outcome_reward(ep))
+                ep.extra.update(turn_rewards=list(turn), outcome=outcome)
+                rewards.append(episode_rewards(ep, turn, outcome, self.im_end_id))
+            return rewards
+
+        def _generate_and_score_completions(self, inputs):
+            from accelerate.utils import gather_object
+            from trl.trainer.utils import pad
+
+            device, mode = self.accelerator.device, "train" if self.model.training else "eval"
+            policy = self.policy()
+            was_training = policy.training
+            policy.eval()
+            try:
+                with torch.no_grad():
+                    episodes = self.rollout_fn(policy, self.processing_class, inputs, self.igpo, llm=self._synced_llm())
+                if len(episodes) != len(inputs):
+                    raise RuntimeError(f"rollout_fn returned {len(episodes)} episodes for {len(inputs)} rows")
+                for ep, row in zip(episodes, inputs):
+                    ep.group = row.get("id", row["question"])
+                rewards = self.score_episodes(episodes)
+            finally:
+                policy.train(was_training)
+
+            # advantages over the whole batch (all processes), then this process's slice
+            lengths = [len(ep.completion_ids) if r else 0 for ep, r in zip(episodes, rewards)]
+            everything = gather_object([(r, n, ep.group) for r, n, ep in zip(rewards, lengths, episodes)])
+            stats: dict = {}
+            local_adv = process_advantages(everything, self.accelerator.process_index, len(episodes), self.igpo, stats)
+
+            prompt_ids = pad([torch.tensor(ep.prompt_ids) for ep in episodes], padding_value=self._tokenizer.pad_token_id,
+                             padding_side="left").to(device)
+            prompt_mask = pad([torch.ones(len(ep.prompt_ids), dtype=torch.long) for ep in episodes], padding_value=0,
+                              padding_side="left").to(device)
+            pad_id = self._tokenizer.pad_token_id
+            completion_ids = pad([torch.tensor(ep.completion_ids if n else [pad_id]) for ep, n in zip(episodes, lengths)],
+                                 padding_value=pad_id, padding_side="right").to(device)
+            completion_mask = pad([torch.ones(n, dtype=torch.long) if n else torch.zeros(1, dtype=torch.long)
+                                   for n in lengths], padding_value=0, padding_side="right").to(device)
+            tool_mask = pad([torch.tensor(ep.assistant_mask if n else [0], dtype=torch.long)
+                             for ep, n in zip(episodes, lengths)], padding_value=0, padding_side="right").to(device)
+            advantages = pad([torch.tensor(a or [0.0], dtype=torch.float32) for a in local_adv], padding_value=0.0,
+                             padding_side="right").to(device)
+            loss_mask = completion_mask * tool_mask
+            num_items = self.accelerator.gather(loss_mask.sum()).sum()
+
+            ids = torch.cat([prompt_ids, completion_ids], 1)
+            attn = torch.cat([prompt_mask, completion_mask], 1)
+            out = {"prompt_ids": prompt_ids, "prompt_mask": prompt_mask, "completion_ids": completion_ids,
+                   "completion_mask": completion_mask, "tool_mask": tool_mask, "advantages": advantages,
+                   "num_items_in_batch": num_items}
+            with torch.no_grad():
+                if self.igpo.kl_coef:
+                    out["ref_per_token_logps"] = self._logps(self._ref, ids, attn, completion_ids.size(1), ref=True)
+                if self.args.gradient_accumulation_steps % self.args.steps_per_generation or self.num_iterations > 1:
+                    out["old_per_token_logps"] = self._logps(policy, ids, attn, completion_ids.size(1))
+            self._record(episodes, advantages, loss_mask, stats, mode)
+            return out
+
+        def _logps(self, model, ids, attn, k, ref=False):
+            rows = []
+            for s in range(0, ids.size(0), self.args.per_device_train_batch_size):
+                sl = slice(s, s + self.args.per_device_train_batch_size)
+                if model is None:  # PEFT: the reference is the base with the adapter disabled
+                    with self.policy().disable_adapter():
+                        rows.append(token_logprobs(self.policy(), ids[sl], attn[sl], k, temperature=self.igpo.temperature)[0])
+                else:
+                    rows.append(token_logprobs(model, ids[sl], attn[sl], k, temperature=self.igpo.temperature)[0])
+            return torch.cat(rows)
+
+        # --- loss --------------------------------------------------------------------------------------------
+        def _compute_loss(self, model, inputs):
+            ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], 1)
+            attn = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], 1)
+            k = inputs["completion_ids"].size(1)
+            logps, entropy = token_logprobs(model, ids, attn, k, temperature=self.igpo.temperature, entropy=True)
+            mask = inputs["completion_mask"] * inputs["tool_mask"]
+            mode = "train" if self.model.training else "eval"
+            normalizer = inputs["num_items_in_batch"].clamp(min=1.0) / self.accelerator.num_processes
+            if mode == "train":
+                normalizer = normalizer * self.current_gradient_accumulation_steps / self.args.steps_per_generation
+            else:
+                normalizer = mask.sum().clamp(min=1.0)
+            cfg = self.igpo
+            loss, st = policy_loss(logps, inputs["advantages"], mask, old_logps=inputs.get("old_per_token_logps"),
+                                   ref_logps=inputs.get("ref_per_token_logps"), clip_low=cfg.clip_ratio_low,
+                                   clip_high=cfg.clip_ratio_high, dual_clip=cfg.dual_clip, kl_coef=cfg.kl_coef,
+                                   normalizer=normalizer)
+            sums = self.accelerator.reduce(torch.stack([st["kl"], st["clipped"], (entropy * mask).sum(),
+                                                        st["pg"], st["tokens"]]).float(), reduction="sum")
+            n = sums[4].clamp(min=1.0)
+            for name, value in zip(("kl", "clip_ratio", "entropy", "policy_loss"), sums[:4] / n):
+                self._metrics[mode][name].append(value.item())
+            return loss
+
+        # --- metrics -----------------------------------------------------------------------------------------
+        def _record(self, episodes, advantages, loss_mask, stats, mode):
+            from accelerate.utils import gather_object
+
+            m = self._metrics[mode]
+            rows = gather_object([_episode_row(ep, self.state.global_step) for ep in episodes])
+            ig = [g for r in rows for g in r["info_gain"] if g is not None]
+            turns = sum(r["num_turns"] for r in rows)
+            m["reward"].append(sum(r["outcome"] for r in rows) / len(rows))
+            m["accuracy"].append(sum(r["judge_score"] >= 1.0 for r in rows) / len(rows))
+            m["turns"].append(turns / len(rows))
+            m["penalty_rate"].append(sum(r["malformed_turns"] for r in rows) / max(turns, 1))
+            m["ig_mean"].append(sum(ig) / len(ig) if ig else float("nan"))
+            m["ig_positions"].append(stats.get("num_ig_positions", 0) / len(rows))
+            if "ig_scale" in stats:
+                m["ig_scale"].append(stats["ig_scale"])
+            adv = advantages[loss_mask.bool()]
+            m["adv_abs_mean"].append(adv.abs().mean().item() if adv.numel() else 0.0)
+            m["adv_nonzero_frac"].append((adv != 0).float().mean().item() if adv.numel() else 0.0)
+            if not torch.isfinite(advantages).all():
+                raise FloatingPointError("non-finite advantages: check the rewards of this batch")
+            if self.accelerator.is_main_process and mode == "train":
+                self.episode_rows.extend(rows)
+                write_jsonl(self.episodes_path, self.episode_rows)
+
+    return _IGPOTrainer
+
+
+def lora_config(cfg: IGPOConfig):
+    """LoRA on every linear layer (``cfg.lora_r > 0``); the KL reference is then the adapter-disabled base."""
+    from peft import LoraConfig
+
+    return LoraConfig(r=cfg.lora_r, lora_alpha=2 * cfg.lora_r, lora_dropout=0.0, target_modules="all-linear",
+                      task_type="CAUSAL_LM")
+
+
+def save_policy(trainer, tokenizer, out_dir: str | Path) -> Path:
+    """Save the trained policy as a plain transformers folder (a LoRA adapter is merged into the base)."""
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    if hasattr(model, "merge_and_unload"):
+        model = copy.deepcopy(model).merge_and_unload()
+    import shutil
+    import tempfile
+
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))  # write aside, then swap in
+    try:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        tmp.rename(out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out_dir
+
+
+def _trl_outcome(judge: JudgeFn):
+    """The judge as a TRL reward function (TRL requires one; IGPO itself scores episodes in ``score_episodes``)."""
+    from ..protocol import extract_answer
+
+    def judged_outcome(prompts, completions, question, ground_truth, **kwargs):
+        texts = [c if isinstance(c, str) else c[-1]["content"] for c in completions]
+        return judge(list(question), [extract_answer(t) or "" for t in texts], list(ground_truth))
+
+    return judged_outcome
+
+
+def _episode_row(ep: Episode, step: int) -> dict:
+    return {
+        "step": step, "group": str(ep.group), "question": ep.question, "ground_truth": ep.ground_truth,
+        "prediction": ep.prediction, "termination": ep.termination, "num_turns": ep.num_turns,
+        "tool_names": ep.tool_names, "info_gain": ep.info_gain, "format_errors": ep.format_errors,
+        "malformed_turns": sum(1 for e in ep.format_errors if e), "turn_rewards": ep.extra.get("turn_rewards"),
+        "outcome": ep.extra.get("outcome"), "judge_score": ep.judge_score, "completion_tokens": len(ep.completion_ids),
+        "assistant_tokens": int(sum(ep.assistant_mask)),
+    }
+
+
+def _history(path: Path, resume_step: int | None, inclusive: bool) -> list[dict]:
+    """Rows of an earlier run when resuming from the checkpoint of step ``resume_step``, else none."""
+    if resume_step is None or not path.exists():
+        return []
+    keep = (lambda s: s <= resume_step) if inclusive else (lambda s: s < resume_step)
+    return [r for r in read_jsonl(path) if keep(r.get("step", 0))]
+
+
+def __getattr__(name):  # IGPOTrainer is built on first use so that importing this module does not import TRL
+    if name == "IGPOTrainer":
+        cls = _build_trainer_class()
+        globals()["IGPOTrainer"] = cls
+        return cls
+    raise AttributeError(name)
+
+
+def project_judge(kind: str = "auto"):
+    """The project's judge (:mod:`venus_utils.eval.judge`) as ``judge(questions, predictions, ground_truths)``;
+    returns ``(fn, description)``.  ``kind``: auto (LLM when an endpoint is configured, else offline F1), llm, offline."""
+    from ..eval.judge import Judge
+
+    judge = Judge.from_env(kind)
+
+    def fn(questions, predictions, ground_truths):
+        return [v.value for v in judge.judge_many(zip(questions, predictions, ground_truths))]
+
+    return fn, judge.describe()
