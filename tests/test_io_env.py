@@ -4,7 +4,7 @@ import os
 import pytest
 
 from venus_utils import env
-from venus_utils.io import atomic_path, atomic_write, read_json, read_jsonl, write_json, write_jsonl
+from venus_utils.io import atomic_dir, atomic_path, atomic_write, read_json, read_jsonl, write_json, write_jsonl
 
 
 def test_atomic_write_replaces_and_leaves_no_temp(tmp_path):
@@ -24,6 +24,19 @@ def test_atomic_path_keeps_old_file_on_error(tmp_path):
             raise RuntimeError("killed")
     assert read_json(target) == {"v": 1}
     assert [p.name for p in tmp_path.iterdir()] == ["a.json"]
+
+
+def test_atomic_dir_swaps_in_whole_folders(tmp_path):
+    target = tmp_path / "model"
+    with atomic_dir(target) as tmp:
+        (tmp / "config.json").write_text("{}")
+    assert (target / "config.json").exists()
+    with pytest.raises(RuntimeError):
+        with atomic_dir(target) as tmp:
+            (tmp / "weights.bin").write_text("half")
+            raise RuntimeError("killed")
+    assert sorted(p.name for p in target.iterdir()) == ["config.json"]
+    assert [p.name for p in tmp_path.iterdir()] == ["model"]
 
 
 def test_json_helpers_and_errors(tmp_path):

@@ -36,6 +36,28 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         raise
 
 
+@contextlib.contextmanager
+def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary sibling folder; on success it replaces the folder ``path`` (models, adapters, worlds).
+
+    A killed or failed writer leaves the previous folder intact and no half-written one behind.
+    """
+    import shutil
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    tmp.chmod(0o755)
+    try:
+        yield tmp
+        if path.exists():
+            shutil.rmtree(path)
+        tmp.rename(path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
 def atomic_write(path: str | os.PathLike, data: str | bytes) -> Path:
     """Write text or bytes to ``path`` atomically and return the path."""
     path = Path(path)

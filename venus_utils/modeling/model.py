@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterable
 
-from ..io import write_json
+from ..io import atomic_dir, write_json
 from .tokenizer import EOS_TOKEN, PAD_TOKEN, train_tokenizer
 
 
@@ -85,9 +85,6 @@ def build_tiny_model(
     when present).  Returns ``out_dir``.  The folder is written to a temporary sibling and renamed, so a killed
     build never leaves a half-written model.
     """
-    import shutil
-    import tempfile
-
     from .corpus import corpus_texts
 
     out_dir = Path(out_dir)
@@ -98,10 +95,7 @@ def build_tiny_model(
         raise ValueError(f"{texts_or_world_dir}: no text to train the tokenizer on")
     tokenizer = train_tokenizer(texts, vocab_size=vocab_size, max_token_length=max_token_length)
     model = build_model(tokenizer, size, max_position_embeddings=max_position_embeddings, seed=seed)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    tmp.chmod(0o755)
-    try:
+    with atomic_dir(out_dir) as tmp:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         write_json(
@@ -119,12 +113,6 @@ def build_tiny_model(
                 "seed": seed,
             },
         )
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        tmp.rename(out_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return out_dir
 
 
