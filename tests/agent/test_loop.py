@@ -202,3 +202,12 @@ def test_rl_mode_cuts_hallucinated_observations_from_ids(tools, tiny_tokenizer):
     fake = _search_turn("a") + "<tool_response>\nfake results\n</tool_response>"
     r = _run("Q?", ScriptedBackend([fake, ANSWER], tiny_tokenizer), tools, AgentConfig.rl())
     assert r.termination == "answered" and "fake results" not in tiny_tokenizer.decode(r.completion_ids)
+
+
+def test_system_prompt_style_reaches_the_conversation(tools):
+    r = _run("Q?", ScriptedBackend([ANSWER]), tools, AgentConfig.rl(system_prompt_style="compact"))
+    assert r.messages[0] == {"role": "system", "content": protocol.system_prompt(protocol.DEFAULT_DATE, style="compact")}
+    r = _run("Q?", ScriptedBackend([ANSWER]), tools)
+    assert r.messages[0]["content"] == protocol.system_prompt(protocol.DEFAULT_DATE)
+    with pytest.raises(ValueError, match="system_prompt_style"):
+        AgentConfig(system_prompt_style="short")

@@ -245,3 +245,13 @@ def test_shared_examples_strict(tmp_path, dr_venus_dir):
         assert "<answer>" not in answer and "<summary>" not in answer
     nested = stats["strict_fixes"]["answer_nested_open_removed"]
     assert nested == sum("<answer>\n<summary>" in json.loads(f.read_text())["messages"][-1]["content"] for f in folder.glob("*.json"))
+
+
+def test_system_prompt_style_sets_the_bundled_prompt(tmp_path, raw_dir):
+    from venus_utils import protocol
+
+    _, table = run(tmp_path, raw_dir, name="compact", current_date="2026-03-01", system_prompt_style="compact")
+    first = table.column("messages").to_pylist()[0][0]
+    assert first == {"role": "system", "content": protocol.system_prompt("2026-03-01", style="compact")}
+    with pytest.raises(ValueError, match="system_prompt_style"):
+        CleanConfig(input=raw_dir, output_dir=tmp_path / "x", system_prompt_style="short")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 
 from venus_utils.io import read_jsonl
@@ -87,3 +88,12 @@ def test_two_steps_checkpoint_and_resume(tiny_lm, tmp_path):
     resumed.train(resume_from_checkpoint=str(tmp_path / "checkpoint-2"))
     assert resumed.state.global_step == 3
     assert {e["step"] for e in read_jsonl(tmp_path / "episodes.jsonl")} == {0, 1, 2}
+
+
+def test_rollout_config_carries_the_system_prompt_style():
+    from venus_utils.rl.rollout import agent_config
+
+    assert agent_config(IGPOConfig()).system_prompt_style == "dr-venus"
+    assert agent_config(IGPOConfig(system_prompt_style="compact")).system_prompt_style == "compact"
+    with pytest.raises(ValueError, match="system_prompt_style"):
+        IGPOConfig(system_prompt_style="short")

@@ -94,3 +94,33 @@ def test_collator_refuses_overlong_and_unknown_modes(setup):
         Collator(tok.pad_token_id, "max_length", max_length=10)(rows)
     with pytest.raises(ValueError, match="batching"):
         Collator(tok.pad_token_id, "bucket")
+
+
+def test_right_padding_is_detected_and_other_masks_are_kept():
+    import torch
+
+    from venus_utils.sft.batching import right_padded
+
+    assert right_padded(torch.tensor([[1, 1, 1], [1, 1, 0], [1, 0, 0]]))
+    assert right_padded(None)
+    assert not right_padded(torch.tensor([[0, 1, 1], [1, 1, 1]]))  # left padding needs the mask
+    assert not right_padded(torch.tensor([[1, 0, 1]]))  # a hole in the middle too
+
+
+def test_left_padded_batch_still_gives_the_reference_loss(setup):
+    """A batch whose mask is not plain right padding keeps its mask (and its exact loss)."""
+    import torch
+
+    tok, model, rows = setup
+    width = max(r["length"] for r in rows)
+    pad = [width - r["length"] for r in rows]
+    batch = {
+        "input_ids": torch.tensor([[tok.pad_token_id] * p + r["input_ids"] for r, p in zip(rows, pad)]),
+        "attention_mask": torch.tensor([[0] * p + [1] * r["length"] for r, p in zip(rows, pad)]),
+        "position_ids": torch.tensor([[0] * p + list(range(r["length"])) for r, p in zip(rows, pad)]),
+        "labels": torch.tensor([[IGNORE] * p + r["labels"] for r, p in zip(rows, pad)]),
+    }
+    with torch.no_grad():
+        loss, _ = masked_lm_loss(model, batch, "sequence_mean")
+        ref = _reference(model, rows, "sequence_mean")
+    assert torch.allclose(loss, ref, atol=1e-4), (loss.item(), ref.item())

@@ -27,6 +27,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-new-tokens", type=int, default=None)
     p.add_argument("--temperature", type=float, default=None)
     p.add_argument("--tool-timeout", type=float, default=150.0)
+    p.add_argument("--system-prompt-style", default="dr-venus", choices=["dr-venus", "compact"],
+                   help="the system prompt the model was trained with (compact: the offline profiles)")
 
 
 def _setup(args):
@@ -38,6 +40,7 @@ def _setup(args):
         raise SystemExit("--tools local needs --world DIR (build one with `python -m venus_utils.world build --out DIR`)")
     overrides = {k: v for k, v in {"max_turns": args.max_turns, "max_new_tokens": args.max_new_tokens,
                                    "temperature": args.temperature}.items() if v is not None}
+    overrides["system_prompt_style"] = args.system_prompt_style
     cfg = AgentConfig.rl(**overrides) if args.mode == "rl" else AgentConfig(**overrides)
     tools = make_toolbox(args.tools, world_dir=args.world, timeout=args.tool_timeout)
     backend = load_backend(args.model, device=args.device, served_model_name=args.served_model_name, tokenizer=args.tokenizer)

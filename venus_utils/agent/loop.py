@@ -49,6 +49,11 @@ class AgentConfig:
     reject_unknown_tools: bool = True  # inference rejects them as parse errors; RL lets the tool say "not found"
     malformed_message: str = protocol.MALFORMED_INFERENCE  # RL: protocol.MALFORMED_RL
     current_date: str = protocol.DEFAULT_DATE
+    system_prompt_style: str = "dr-venus"  # dr-venus (exact) | compact (offline profiles; as the SFT data's cleaner)
+
+    def __post_init__(self):
+        if self.system_prompt_style not in protocol.SYSTEM_PROMPT_STYLES:
+            raise ValueError(f"system_prompt_style must be one of {protocol.SYSTEM_PROMPT_STYLES}, got {self.system_prompt_style!r}")
 
     @classmethod
     def rl(cls, **overrides) -> "AgentConfig":
@@ -142,7 +147,8 @@ async def run_agent(question: str, backend: Any, tools: Any, cfg: AgentConfig | 
     start = time.monotonic()
     r = Rollout(question)
     chat = getattr(backend, "chat", None)
-    messages = [{"role": "system", "content": protocol.system_prompt(cfg.current_date)}, {"role": "user", "content": question}]
+    system = protocol.system_prompt(cfg.current_date, style=cfg.system_prompt_style)
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": question}]
     conv = Conversation(messages, chat)
     think_prefix = chat.think_prefix if chat is not None else "<think>\n"
     seen: set[str] = set()

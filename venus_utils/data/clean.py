@@ -13,7 +13,8 @@ How it runs: input files are read in batches (parquet streamed per row group / b
 per file); batches are cleaned in worker processes, which write their valid rows to memory-mappable Arrow
 part files; the main process merges the per-batch statistics in input order, applies the correctness and
 length filters, plans resampling and the split, and streams the outputs row group by row group.  Every input
-row is counted: ``rows.source == rows.kept + sum(drop_reasons)``.
+row is counted: ``rows.source == rows.kept + sum(drop_reasons)``.  ``--shard i/n`` cleans every n-th batch on
+another machine and ``--merge-shards`` finishes them into the single run's outputs (:mod:`.clean_shards`).
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ class CleanConfig:
     file_pattern: str = "train-*.parquet"
     system_prompt_mode: str = "template"  # template: the bundled prompt | row: the row's own prompt when present
     current_date: str | None = None  # appended to the bundled prompt ("2026-03-01" in DR-Venus's data)
+    system_prompt_style: str = "dr-venus"  # bundled prompt: dr-venus (DR-Venus's exact text) | compact (offline profiles)
     policy: ResamplePolicy = field(default_factory=ResamplePolicy)
     shuffle: bool | None = None  # None: off in reference mode (as DR-Venus), on in strict mode
     seed: int = 42
@@ -74,12 +76,15 @@ class CleanConfig:
     workers: int = 0  # worker processes; 0 = one per CPU core
     batch_rows: int = 16  # rows per worker task
     progress: bool = True
+    shard: tuple[int, int] | None = None  # (i, n): clean batches i, i+n, ... only, into a shard folder (clean_shards)
 
     def __post_init__(self):
         if self.compat not in rules.MODES:
             raise ValueError(f"compat must be one of {rules.MODES}, got {self.compat!r}")
         if self.system_prompt_mode not in ("template", "row"):
             raise ValueError(f"system_prompt_mode must be 'template' or 'row', got {self.system_prompt_mode!r}")
+        if self.system_prompt_style not in protocol.SYSTEM_PROMPT_STYLES:
+            raise ValueError(f"system_prompt_style must be one of {protocol.SYSTEM_PROMPT_STYLES}, got {self.system_prompt_style!r}")
         if self.judge not in ("auto", "llm", "offline", "none"):
             raise ValueError(f"judge must be auto, llm, offline or none, got {self.judge!r}")
         if self.compat == "reference" and (self.max_tokens or self.val_fraction):
@@ -90,6 +95,8 @@ class CleanConfig:
             raise ValueError(f"val_fraction must be in [0, 1), got {self.val_fraction}")
         if self.batch_rows < 1:
             raise ValueError("batch_rows must be >= 1")
+        if self.shard is not None and not (len(self.shard) == 2 and 0 <= self.shard[0] < self.shard[1]):
+            raise ValueError(f"shard must be (i, n) with 0 <= i < n, got {self.shard!r}")
 
     @property
     def strict(self) -> bool:
@@ -215,15 +222,19 @@ def _work(task: _Task) -> dict:
 # main side
 
 
-def _tasks(files: list[Path], batch_rows: int) -> Iterator[_Task]:
+def _tasks(files: list[Path], batch_rows: int, shard: tuple[int, int] | None = None, seen: dict | None = None) -> Iterator[_Task]:
+    """Batches in input order; with ``shard=(i, n)`` only those whose index is i modulo n (``seen["tasks"]``: all)."""
     index = 0
     for path in files:
         for offset, batch in sources.iter_batches(path, batch_rows):
-            yield _Task(index, path.name, offset, batch)
+            if shard is None or index % shard[1] == shard[0]:
+                yield _Task(index, path.name, offset, batch)
             index += 1
+            if seen is not None:
+                seen["tasks"] = index
 
 
-def _run_tasks(files: list[Path], wcfg: _WorkerConfig, cfg: CleanConfig, total: int | None) -> list[dict]:
+def _run_tasks(files: list[Path], wcfg: _WorkerConfig, cfg: CleanConfig, total: int | None, seen: dict | None = None) -> list[dict]:
     from tqdm.auto import tqdm
 
     workers = cfg.workers or os.cpu_count() or 1
@@ -239,13 +250,13 @@ def _run_tasks(files: list[Path], wcfg: _WorkerConfig, cfg: CleanConfig, total: 
     try:
         if workers <= 1:
             _init_worker(wcfg)
-            for task in _tasks(files, cfg.batch_rows):
+            for task in _tasks(files, cfg.batch_rows, cfg.shard, seen):
                 take(_work(task))
         else:
             method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
             with ProcessPoolExecutor(workers, mp_context=mp.get_context(method), initializer=_init_worker, initargs=(wcfg,)) as pool:
                 pending = set()
-                for task in _tasks(files, cfg.batch_rows):
+                for task in _tasks(files, cfg.batch_rows, cfg.shard, seen):
                     pending.add(pool.submit(_work, task))
                     if len(pending) >= 2 * workers:  # bounded memory: a few batches in flight
                         done, pending = wait(pending, return_when=FIRST_COMPLETED)
@@ -407,7 +418,11 @@ def run_clean(cfg: CleanConfig, judge=None) -> dict:
             sources.check_columns(path, set(pf.schema_arrow.names))
     output_dir.mkdir(parents=True, exist_ok=True)
     allowed = frozenset(t.lower() for t in cfg.allowed_tools)
-    opts = rules.RuleOptions(cfg.compat, cfg.system_prompt_mode, protocol.system_prompt(cfg.current_date), allowed)
+    opts = rules.RuleOptions(cfg.compat, cfg.system_prompt_mode, protocol.system_prompt(cfg.current_date, style=cfg.system_prompt_style), allowed)
+    if cfg.shard is not None:  # a shard keeps its part files; clean_shards.merge_shards finishes the run
+        from .clean_shards import run_shard
+
+        return run_shard(cfg, files, input_path, output_dir, opts)
     tmp_dir = tempfile.mkdtemp(prefix=".clean-", dir=output_dir)
     try:
         wcfg = _WorkerConfig(opts, tmp_dir, cfg.keep_intermediate, str(cfg.tokenizer) if cfg.tokenizer else None)
@@ -641,10 +656,13 @@ def _finish(cfg, files, input_path, output_dir, allowed, results, timings, t_sta
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m venus_utils.data.clean",
                                 description="Clean, validate, filter and resample deep-research trajectories (DR-Venus recipe).")
-    p.add_argument("--input", "-i", required=True, help="input file (.parquet, .json, .jsonl) or folder")
+    p.add_argument("--input", "-i", default=None, help="input file (.parquet, .json, .jsonl) or folder (required "
+                   "unless --merge-shards)")
     p.add_argument("--output-dir", "-o", required=True, help="output folder (created)")
     p.add_argument("--file-pattern", default="train-*.parquet", help="glob used when --input is a folder")
     p.add_argument("--system-prompt-mode", choices=("template", "row"), default="template")
+    p.add_argument("--system-prompt-style", choices=protocol.SYSTEM_PROMPT_STYLES, default="dr-venus",
+                   help="bundled prompt: dr-venus (exact) | compact (offline profiles; the agent loop must match)")
     p.add_argument("--current-date", default=None, help="date appended to the bundled system prompt")
     p.add_argument("--short-max-turns", type=int, default=50)
     p.add_argument("--medium-max-turns", type=int, default=100)
@@ -670,7 +688,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=0, help="worker processes (0 = one per core)")
     p.add_argument("--batch-rows", type=int, default=16, help="rows per worker task")
     p.add_argument("--quiet", action="store_true", help="no progress bar or per-file lines")
+    p.add_argument("--shard", default=None, metavar="I/N", help="clean only input batches I, I+N, ... into a shard "
+                   "folder (see venus_utils.data.clean_shards)")
+    p.add_argument("--merge-shards", nargs="+", default=None, metavar="DIR", help="finish a sharded run: merge these "
+                   "shard folders into --output-dir (stats equal a single run's)")
     return p
+
+
+def parse_shard(text: str | None) -> tuple[int, int] | None:
+    """``"1/4"`` -> ``(1, 4)``."""
+    if text is None:
+        return None
+    i, sep, n = text.partition("/")
+    if not (sep and i.strip().isdigit() and n.strip().isdigit()) or not 0 <= int(i) < int(n):
+        raise ValueError(f"--shard {text!r}: expected I/N with 0 <= I < N, e.g. 0/4")
+    return int(i), int(n)
 
 
 def config_from_args(args: argparse.Namespace) -> CleanConfig:
@@ -678,18 +710,27 @@ def config_from_args(args: argparse.Namespace) -> CleanConfig:
                             args.medium_multiplier, args.long_multiplier)
     return CleanConfig(
         input=args.input, output_dir=args.output_dir, file_pattern=args.file_pattern,
-        system_prompt_mode=args.system_prompt_mode, current_date=args.current_date, policy=policy,
+        system_prompt_mode=args.system_prompt_mode, system_prompt_style=args.system_prompt_style,
+        current_date=args.current_date, policy=policy,
         shuffle=args.shuffle, seed=args.seed, keep_intermediate=args.keep_intermediate,
         keep_metadata=args.keep_metadata, write_jsonl=args.write_jsonl, allowed_tools=tuple(args.allowed_tools),
         compat=args.compat, judge=args.judge, judge_cache=args.judge_cache, judge_threshold=args.judge_threshold,
         tokenizer=args.tokenizer, max_tokens=args.max_tokens, val_fraction=args.val_fraction,
-        workers=args.workers, batch_rows=args.batch_rows, progress=not args.quiet,
+        workers=args.workers, batch_rows=args.batch_rows, progress=not args.quiet, shard=parse_shard(args.shard),
     )
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        if args.merge_shards:
+            from .clean_shards import merge_shards, read_shards
+
+            args.input = args.input or read_shards(args.merge_shards)[0]["input"]
+            merge_shards(config_from_args(args), args.merge_shards)
+            return 0
+        if not args.input:
+            raise ValueError("--input is required (unless --merge-shards)")
         run_clean(config_from_args(args))
     except (sources.InputError, FileNotFoundError, ValueError) as exc:
         print(f"clean: error: {exc}", file=sys.stderr)

@@ -71,6 +71,7 @@ class DemoSettings:
     max_new_tokens: int = 2048  # per turn (DR-Venus inference: 15000; the tiny CPU model needs far fewer)
     time_limit_s: float = 600.0  # wall-clock budget of the run (DR-Venus's web demo: 3600)
     device: str = "cpu"  # for local models
+    system_prompt_style: str = "dr-venus"  # dr-venus | compact (the prompt the model was trained with)
     extra: dict = field(default_factory=dict)
 
     def secrets(self) -> list[str]:
@@ -340,7 +341,7 @@ def agent_run_fn(question: str, settings: DemoSettings, on_messages: Callable[[l
     model = _Observed(backend if backend is not None else make_backend(settings), on_messages, stop)
     toolbox = _ObservedTools(tools if tools is not None else make_tools(settings), model)
     cfg = AgentConfig(max_turns=settings.max_steps, max_new_tokens=settings.max_new_tokens,
-                      time_limit_s=settings.time_limit_s)
+                      time_limit_s=settings.time_limit_s, system_prompt_style=settings.system_prompt_style)
     rollout = _run_coroutine(run_agent(question, model, toolbox, cfg))
     result = rollout.to_dict(token_ids=False)
     if stop.is_set() and rollout.termination == "exception":

@@ -6,6 +6,9 @@ the tables below.  A *scored* table has one row per (question, sample) with at l
 ``sample``, ``correct`` (0/1, the judge's verdict), ``em``, ``f1``, ``turns``, ``tool_call_count`` and
 ``termination``.
 
+Large evaluations split over machines with :func:`shard_questions` and come back together with
+:func:`merge_scored`; the merged figures equal a single run's (tested).
+
 ``pass_at_k`` is the unbiased estimator of Chen et al. (2021), the one behind the Pass@K curves of the
 DR-Venus paper (Figure 2): with ``n`` samples of which ``c`` are correct,
 ``pass@k = 1 - C(n-c, k) / C(n, k)``, the probability that at least one of ``k`` samples drawn without
@@ -175,6 +178,59 @@ def summarize(scored: pd.DataFrame, ks: Iterable[int] | None = None) -> dict:
         "mean_turns": float(scored["turns"].mean()) if len(scored) else float("nan"),
         "terminations": {str(k): int(v) for k, v in scored["termination"].value_counts().items()},
     }
+
+
+# --------------------------------------------------------------------------------------------------------
+# Sharded evaluation: split the questions, answer and score each shard anywhere, merge
+# --------------------------------------------------------------------------------------------------------
+def parse_shard(shard: str | tuple[int, int]) -> tuple[int, int]:
+    """``"1/4"`` or ``(1, 4)`` -> ``(1, 4)``, checked."""
+    if isinstance(shard, str):
+        i, sep, n = shard.partition("/")
+        if not (sep and i.strip().isdigit() and n.strip().isdigit()):
+            raise ValueError(f"shard {shard!r}: expected I/N, e.g. 0/4")
+        shard = (int(i), int(n))
+    i, n = shard
+    if not 0 <= i < n:
+        raise ValueError(f"shard {i}/{n}: expected 0 <= I < N")
+    return int(i), int(n)
+
+
+def shard_questions(table: pd.DataFrame, shard: str | tuple[int, int], key: str = "id") -> pd.DataFrame:
+    """The rows of shard ``i/n``: questions (by ``key``, in order of first appearance) ``i, i+n, ...``.
+
+    Every sample of a question lands in the same shard, so pass@k can be computed after the merge.  Works on a
+    QA table (one row per question: the file to give ``python -m venus_utils.agent run --input``) and on
+    predictions or scored tables.
+    """
+    i, n = parse_shard(shard)
+    codes = pd.factorize(table[key].astype(str), sort=False)[0]
+    return table[codes % n == i]
+
+
+def merge_scored(parts: Iterable[pd.DataFrame], key: str = "id") -> pd.DataFrame:
+    """The shards' scored (or prediction) tables as one table, in a canonical order (question, then sample).
+
+    A (question, sample) pair that occurs in two shards is an error.  :func:`summarize` and the other tables
+    of the merged table equal those of a single run's table put in the same order (:func:`canonical_order`).
+    """
+    parts = list(parts)
+    if not parts:
+        raise ValueError("no shard tables to merge")
+    merged = pd.concat(parts, ignore_index=True)
+    cols = [key, "sample"] if "sample" in merged else [key]
+    dup = merged.duplicated(cols, keep=False)
+    if dup.any():
+        first = merged.loc[dup, cols].iloc[0].tolist()
+        raise ValueError(f"{int(dup.sum())} rows occur in more than one shard (first: {cols} = {first})")
+    return canonical_order(merged, key)
+
+
+def canonical_order(table: pd.DataFrame, key: str = "id") -> pd.DataFrame:
+    """Rows sorted by question ``key`` then ``sample`` (a stable order whatever the workers' finishing order)."""
+    cols = [key, "sample"] if "sample" in table else [key]
+    return table.assign(_key=table[key].astype(str)).sort_values(["_key", *cols[1:]], kind="stable").drop(
+        columns="_key").reset_index(drop=True)
 
 
 def paper_comparison(run_label: str, accuracy: dict[str, float]) -> pd.DataFrame:

@@ -58,7 +58,20 @@ class IGPOConfig:
     max_turns: int = field(default=200, metadata={"help": "Assistant turns per episode (DR-Venus jitters +-4)."})
     max_tokens_per_turn: int = field(default=8192, metadata={"help": "Generation limit per assistant turn."})
     max_context_tokens: int = field(default=261000, metadata={"help": "max_model_len of the rollout engine."})
+    system_prompt_style: str = field(default="dr-venus", metadata={"help": "Rollout system prompt: dr-venus "
+                                     "(exact) | compact (offline profiles; must match the SFT data's)."})
     use_vllm: bool = field(default=False, metadata={"help": "Roll out with vLLM when it is installed (GPU)."})
+    vllm_mode: str = field(default="colocate", metadata={"help": "colocate: TRL's vLLM engine inside each training "
+                           "process | server: a separate OpenAI-compatible vLLM server (vllm_server_base_url)."})
+    vllm_server_base_url: str | None = field(default=None, metadata={"help": "server mode: http://host:port of "
+                                             "`trl vllm-serve` (weights synced each step) or `vllm serve`."})
+    vllm_server_sync_weights: bool = field(default=True, metadata={"help": "server mode: push the policy to the "
+                                           "server every step (needs `trl vllm-serve`); False: a plain `vllm serve` "
+                                           "whose weights never change (off-policy rollouts)."})
+    vllm_tensor_parallel_size: int = field(default=1, metadata={"help": "colocate mode: vLLM tensor parallelism "
+                                           "(DR-Venus: TP 4); must divide the number of processes."})
+    vllm_gpu_memory_utilization: float = field(default=0.3, metadata={"help": "colocate mode: GPU memory share "
+                                               "of the vLLM engine (TRL's default; the rest trains)."})
     seed: int = field(default=0, metadata={"help": "Seed for sampling and data order."})
 
     def __post_init__(self) -> None:
@@ -66,6 +79,14 @@ class IGPOConfig:
             raise ValueError(f"info_gain_type must be one of {INFO_GAIN_TYPES}, got {self.info_gain_type!r}")
         if self.norm_mode not in NORM_MODES:
             raise ValueError(f"norm_mode must be one of {NORM_MODES}, got {self.norm_mode!r}")
+        from ..protocol import SYSTEM_PROMPT_STYLES
+
+        if self.system_prompt_style not in SYSTEM_PROMPT_STYLES:
+            raise ValueError(f"system_prompt_style must be one of {SYSTEM_PROMPT_STYLES}, got {self.system_prompt_style!r}")
+        if self.vllm_mode not in ("colocate", "server"):
+            raise ValueError(f"vllm_mode must be colocate or server, got {self.vllm_mode!r}")
+        if self.use_vllm and self.vllm_mode == "server" and not self.vllm_server_base_url:
+            raise ValueError("vllm_mode='server' needs vllm_server_base_url (e.g. http://127.0.0.1:8000)")
         if "{gt}" not in self.pseudo_answer:
             raise ValueError("pseudo_answer must contain the placeholder {gt}")
         if self.num_generations < 1 or self.prompts_per_step < 1:

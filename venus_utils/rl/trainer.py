@@ -47,7 +47,13 @@ def grpo_args(cfg: IGPOConfig, output_dir: str | Path, *, device: str = "cpu", w
                          f"{cfg.micro_batch_size} on {world_size} processes")
     accumulation = per_step // (cfg.micro_batch_size * world_size)
     cuda = device != "cpu" and torch.cuda.is_available()
-    vllm = cfg.use_vllm and cuda and _importable("vllm")
+    server = cfg.use_vllm and cfg.vllm_mode == "server"
+    if server and cfg.vllm_server_sync_weights and not _importable("vllm"):
+        raise RuntimeError("vllm_mode='server' with weight sync uses TRL's vLLM client, which needs vllm installed "
+                           "in the training environment (`make gpu`); or set vllm_server_sync_weights=False")
+    # colocate needs a GPU and vllm (else transformers generation); server + sync: TRL's client pushes the weights;
+    # server without sync: rollouts only call the server's OpenAI API (rollout.VLLMServer), TRL has no vLLM part
+    vllm = (server and cfg.vllm_server_sync_weights) or (cfg.use_vllm and not server and cuda and _importable("vllm"))
     kwargs = dict(
         output_dir=str(output_dir), per_device_train_batch_size=cfg.micro_batch_size,
         gradient_accumulation_steps=accumulation, steps_per_generation=accumulation,
@@ -60,8 +66,12 @@ def grpo_args(cfg: IGPOConfig, output_dir: str | Path, *, device: str = "cpu", w
         remove_unused_columns=False, use_vllm=vllm, use_cpu=not cuda, bf16=cuda and torch.cuda.is_bf16_supported(),
         disable_dropout=True, log_completions=False, shuffle_dataset=True,
     )
-    if vllm:  # TRL's colocated engine; the agent loop generates with it (rollout.make_agent_rollout)
+    if vllm and not server:  # TRL's colocated engine; the agent loop generates with it (rollout.make_agent_rollout)
         kwargs.update(vllm_mode="colocate", vllm_max_model_length=cfg.max_context_tokens,
+                      vllm_importance_sampling_correction=False, vllm_tensor_parallel_size=cfg.vllm_tensor_parallel_size,
+                      vllm_gpu_memory_utilization=cfg.vllm_gpu_memory_utilization)
+    elif vllm:  # `trl vllm-serve`: TRL pushes the weights, the agent loop calls its OpenAI API
+        kwargs.update(vllm_mode="server", vllm_server_base_url=cfg.vllm_server_base_url,
                       vllm_importance_sampling_correction=False)
     kwargs.update(overrides)
     return GRPOConfig(**kwargs)
@@ -140,13 +150,21 @@ def _build_trainer_class():
             return self.accelerator.unwrap_model(self.model)
 
         def _synced_llm(self):
-            """TRL's colocated vLLM engine with this step's weights, or None (transformers generation)."""
-            if not self.use_vllm:
-                return None
-            if self.state.global_step != self._last_loaded_step:
+            """TRL's colocated vLLM engine with this step's weights, a :class:`~.rollout.VLLMServer` (server mode;
+            synced first when TRL holds the client), or None (transformers generation)."""
+            cfg = self.igpo
+            if self.use_vllm and self.state.global_step != self._last_loaded_step:
                 self.vllm_generation.sync_weights()
                 self._last_loaded_step = self.state.global_step
-            return self.vllm_generation.llm
+                if cfg.vllm_mode == "server":
+                    self.accelerator.wait_for_everyone()  # the main process pushed the weights; all may generate
+            if cfg.use_vllm and cfg.vllm_mode == "server":
+                from .rollout import VLLMServer
+
+                if getattr(self, "_vllm_server", None) is None:
+                    self._vllm_server = VLLMServer.connect(cfg.vllm_server_base_url)
+                return self._vllm_server
+            return self.vllm_generation.llm if self.use_vllm else None
 
         def score_episodes(self, episodes: Sequence[Episode]) -> list[dict[int, float]]:
             """Fill IG / format errors / judge score on each episode and return its token-level rewards."""
@@ -279,8 +297,10 @@ def _build_trainer_class():
             if "ig_scale" in stats:
                 m["ig_scale"].append(stats["ig_scale"])
             adv = advantages[loss_mask.bool()]
-            m["adv_abs_mean"].append(adv.abs().mean().item() if adv.numel() else 0.0)
-            m["adv_nonzero_frac"].append((adv != 0).float().mean().item() if adv.numel() else 0.0)
+            local = [adv.abs().sum(), (adv != 0).sum(), torch.tensor(adv.numel(), device=adv.device)]
+            sums = self.accelerator.reduce(torch.stack([x.float() for x in local]), reduction="sum")  # all processes
+            m["adv_abs_mean"].append((sums[0] / sums[2]).item() if sums[2] else 0.0)
+            m["adv_nonzero_frac"].append((sums[1] / sums[2]).item() if sums[2] else 0.0)
             if not torch.isfinite(advantages).all():
                 raise FloatingPointError("non-finite advantages: check the rewards of this batch")
             if self.accelerator.is_main_process and mode == "train":

@@ -19,7 +19,7 @@ from .data import (
     read_sft_parquet,
     tokenize_conversation,
 )
-from .trainer import SFTResult, export_model, prepare_engine, resolve_engine, train_sft
+from .trainer import SFTResult, export_model, launch_sft, prepare_engine, resolve_engine, train_sft
 
 __all__ = [
     "BATCHING_MODES",
@@ -34,6 +34,7 @@ __all__ = [
     "build_examples",
     "conversation_segments",
     "examples_from_parquet",
+    "launch_sft",
     "evaluate_as_agent",
     "export_model",
     "loss_mask_html",

@@ -56,6 +56,7 @@ def evaluate_as_agent(
     temperature: float = 0.0,
     workers: int = 16,
     device: str = "cpu",
+    system_prompt_style: str = "dr-venus",
 ) -> dict[str, Any]:
     """Greedy agent rollouts of ``model_dir`` with the local tools over ``world_dir``; returns :func:`summarize_rollouts`.
 
@@ -77,6 +78,7 @@ def evaluate_as_agent(
         attempts=1,  # no retries: measure what the model does
         context_limit=int(getattr(backend.model.config, "max_position_embeddings", 8192)) - max_new_tokens,
         time_limit_s=900.0,
+        system_prompt_style=system_prompt_style,  # the SFT data's prompt (notebook 01's cleaner)
     )
     _run(run_file_async(questions_path, out_path, backend, tools, cfg, samples=1, workers=workers, limit=limit, progress=True))
     return summarize_rollouts(read_jsonl(out_path))

@@ -12,7 +12,10 @@ Batching modes (``SFTConfig.batching``):
   any padding).  Exact too: no sample sees another one.
 
 In every mode the loss is computed only where a label exists: the hidden states of the loss positions go through the
-LM head (a third of the tokens in agent trajectories), instead of the logits of every position.
+LM head (a third of the tokens in agent trajectories), instead of the logits of every position.  Right-padded batches
+run without their attention mask: in a causal model a real token never attends to the padding after it, so the
+result is the same, and SDPA's causal kernel is about twice as fast on a CPU as the masked one
+(:func:`right_padded`).
 """
 
 from __future__ import annotations
@@ -106,6 +109,22 @@ def sequence_ids(batch: dict[str, Any]):
     return torch.arange(b, device=batch["input_ids"].device).unsqueeze(1).expand(b, t)
 
 
+def _wrapped(model) -> bool:
+    """DDP / FSDP (1 and 2) / DeepSpeed engines: their forward gathers parameters and syncs gradients."""
+    return hasattr(model, "module") or type(model).__name__.startswith("FSDP") or not hasattr(model, "get_decoder")
+
+
+def right_padded(attention_mask) -> bool:
+    """True when every row of the mask is ones followed by zeros (right padding, no holes).
+
+    For such a batch a causal model gives every real position the same output with or without the mask, so the mask
+    can be left out (the padding positions carry no label).
+    """
+    if attention_mask is None:
+        return True
+    return bool((attention_mask[:, 1:] <= attention_mask[:, :-1]).all()) and bool(attention_mask[:, 0].all())
+
+
 def masked_lm_loss(model, batch: dict[str, Any], weighting: str = "sequence_mean", denominator: float | None = None):
     """Cross-entropy on the labelled positions only; returns ``(loss_sum_term, stats)``.
 
@@ -120,12 +139,17 @@ def masked_lm_loss(model, batch: dict[str, Any], weighting: str = "sequence_mean
         raise ValueError(f"loss weighting {weighting!r}: expected one of {LOSS_WEIGHTINGS}")
     labels = batch["labels"]
     inputs = {k: v for k, v in batch.items() if k in ("input_ids", "attention_mask", "position_ids")}
-    decoder = model.get_decoder()
-    hidden = decoder(**inputs, use_cache=False).last_hidden_state
+    if "position_ids" not in inputs and right_padded(inputs.get("attention_mask")):
+        inputs.pop("attention_mask", None)  # exact for right padding; SDPA's causal path is ~2x faster on CPU
     target = labels[:, 1:]
     keep = target != IGNORE
-    h = hidden[:, :-1][keep]
-    logits = model.get_output_embeddings()(h).float()
+    if not _wrapped(model):
+        hidden = model.get_decoder()(**inputs, use_cache=False).last_hidden_state
+        logits = model.get_output_embeddings()(hidden[:, :-1][keep]).float()
+    else:  # wrapped by DDP / FSDP / DeepSpeed: the forward must go through the wrapper (gradient sync, sharding)
+        cols = keep.any(0).nonzero().squeeze(-1)  # positions where some row has a label (all of them at batch 1)
+        out = model(**inputs, use_cache=False, logits_to_keep=cols)
+        logits = out.logits[keep[:, cols]].float()
     tok_loss = F.cross_entropy(logits, target[keep], reduction="none")
     seq = sequence_ids(batch)[:, 1:][keep]
     n_tok = int(keep.sum())

@@ -40,6 +40,8 @@ class SFTConfig:
     max_time_minutes: float | None = field(default=None, metadata={"help": "Stop (and save) after this much wall time; None = no limit."})
     warmup_ratio: float = field(default=0.1, metadata={"help": "Linear warm-up share of the steps (DR-Venus: 0.1)."})
     lr_scheduler_type: str = field(default="cosine", metadata={"help": "DR-Venus: cosine to 0."})
+    schedule_by_time: bool = field(default=False, metadata={"help": "With max_time_minutes: warm-up and cosine follow the share of the time budget spent (or of max_steps, whichever is further), so a run stopped by the clock ends at a low learning rate (venus_utils.sft.schedule). DR-Venus: off (steps)."})
+    min_lr_ratio: float = field(default=0.0, metadata={"help": "schedule_by_time: the cosine ends at this share of the peak (DR-Venus: 0; tiny-agent study: 0.1)."})
     weight_decay: float = field(default=0.01, metadata={"help": "AdamW weight decay (DR-Venus: 0.01)."})
     adam_beta1: float = 0.9
     adam_beta2: float = field(default=0.95, metadata={"help": "DR-Venus: 0.95."})
@@ -72,6 +74,10 @@ class SFTConfig:
                 raise ValueError(f"SFTConfig.{name}={getattr(self, name)!r}: expected one of {allowed}")
         if self.global_batch_size % self.micro_batch_size:
             raise ValueError(f"global_batch_size {self.global_batch_size} is not a multiple of micro_batch_size {self.micro_batch_size}")
+        if self.schedule_by_time and not self.max_time_minutes and self.max_steps <= 0:
+            raise ValueError("schedule_by_time needs max_time_minutes or max_steps (the budget the schedule follows)")
+        if not 0 <= self.min_lr_ratio <= 1:
+            raise ValueError(f"min_lr_ratio must be in [0, 1], got {self.min_lr_ratio}")
         self.lora_target_modules = tuple(self.lora_target_modules)
 
     @classmethod

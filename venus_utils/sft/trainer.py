@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ..io import write_json
+from ..launch import world_size
 from .batching import Collator, LengthGroupedSampler, count_units, masked_lm_loss
 from .config import SFTConfig
 
@@ -121,6 +122,16 @@ def _trainer_class(base):
             self._window = {"tokens": 0, "loss_tokens": 0, "t0": time.perf_counter(), "acc": []}
             self.tokens_seen = 0
 
+        def create_scheduler(self, num_training_steps, optimizer=None):
+            cfg = self.venus_config
+            if cfg.schedule_by_time and self.lr_scheduler is None:
+                from .schedule import budget_scheduler
+
+                self.lr_scheduler = budget_scheduler(optimizer or self.optimizer, cfg.max_time_minutes, self.args.max_steps,
+                                                     cfg.warmup_ratio, cfg.min_lr_ratio)
+                self._created_lr_scheduler = True
+            return super().create_scheduler(num_training_steps, optimizer)
+
         def _get_train_sampler(self, *args, **kwargs):
             if self.venus_config.batching == "grouped":
                 return LengthGroupedSampler(self.train_dataset["length"], self.args.per_device_train_batch_size, seed=self.args.seed)
@@ -128,7 +139,13 @@ def _trainer_class(base):
 
         def get_batch_samples(self, epoch_iterator, num_batches, *args, **kwargs):
             batches, num_items = super().get_batch_samples(epoch_iterator, num_batches, *args, **kwargs)
-            self._step_units = count_units(batches, self.venus_config.loss_weighting) if batches else None
+            units = count_units(batches, self.venus_config.loss_weighting) if batches else 0.0
+            world = self.accelerator.num_processes
+            if world > 1:  # the step's units over all processes; DDP/FSDP/ZeRO average the gradients over `world`
+                import torch
+
+                units = float(self.accelerator.reduce(torch.tensor(units, device=self.accelerator.device), "sum")) / world
+            self._step_units = units or None
             return batches, num_items
 
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
@@ -166,12 +183,24 @@ def _trainer_class(base):
             self.t0 = time.perf_counter()
 
         def on_step_end(self, args, state, control, **kwargs):
-            if self.limit is not None and time.perf_counter() - self.t0 > self.limit:
+            if self.limit is not None and _any_process(time.perf_counter() - self.t0 > self.limit):
                 control.should_training_stop = True
                 control.should_save = True
             return control
 
     return VenusSFTTrainer, TimeLimit
+
+
+def _any_process(flag: bool) -> bool:
+    """``flag`` on any process of a distributed run (all must stop at the same step, or DDP waits forever)."""
+    import torch
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return flag
+    t = torch.tensor([int(flag)], device="cuda" if dist.get_backend() == "nccl" else "cpu")
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return bool(t.item())
 
 
 @dataclass
@@ -185,6 +214,21 @@ class SFTResult:
     wall_s: float = 0.0
     tokens_seen: int = 0
     resumed_from: str | None = None
+
+    @classmethod
+    def from_dir(cls, out_dir: str | Path, engine: str, finetuning: str = "full") -> "SFTResult":
+        """The result of a run that trained in other processes (``accelerate.notebook_launcher``), from its files."""
+        import json
+
+        out_dir = Path(out_dir)
+        history = json.loads((out_dir / "train_history.json").read_text(encoding="utf-8"))
+        logs = [h for h in history if "loss" in h]
+        ends = [h for h in history if "train_runtime" in h]
+        return cls(engine=engine, out_dir=out_dir, model_dir=out_dir / "model" if (out_dir / "model").is_dir() else None,
+                   adapter_dir=out_dir / "adapter" if finetuning == "lora" else None, history=history,
+                   steps=max((h.get("step", 0) for h in history), default=0),
+                   wall_s=float(ends[-1]["train_runtime"]) if ends else 0.0,
+                   tokens_seen=int(logs[-1].get("tokens_seen", 0)) if logs else 0)
 
     @property
     def train_logs(self) -> list[dict[str, Any]]:
@@ -217,6 +261,14 @@ def _to_dataset(rows: list[dict[str, Any]] | None):
     return Dataset.from_dict({k: [r[k] for r in rows] for k in ("input_ids", "labels", "length")})
 
 
+def accumulation_steps(cfg: SFTConfig, processes: int) -> int:
+    """Micro-batches per optimizer step on each process, so that a step sees ``global_batch_size`` trajectories."""
+    if cfg.global_batch_size % (cfg.micro_batch_size * processes):
+        raise ValueError(f"global_batch_size {cfg.global_batch_size} does not split into micro-batches of "
+                         f"{cfg.micro_batch_size} on {processes} processes")
+    return cfg.global_batch_size // (cfg.micro_batch_size * processes)
+
+
 def _training_args(cfg: SFTConfig, out_dir: Path, has_eval: bool, engine: str):
     from trl import SFTConfig as TRLConfig
 
@@ -225,7 +277,7 @@ def _training_args(cfg: SFTConfig, out_dir: Path, has_eval: bool, engine: str):
         output_dir=str(out_dir / "checkpoints"),
         per_device_train_batch_size=cfg.micro_batch_size,
         per_device_eval_batch_size=cfg.micro_batch_size,
-        gradient_accumulation_steps=cfg.gradient_accumulation_steps,
+        gradient_accumulation_steps=accumulation_steps(cfg, world_size()),
         learning_rate=cfg.learning_rate,
         lr_scheduler_type=cfg.lr_scheduler_type,
         warmup_steps=cfg.warmup_ratio,  # a float < 1 is a ratio of the total steps (transformers 5)
@@ -274,8 +326,11 @@ def _atomic_dir(path: Path) -> Iterator[Path]:
         raise
 
 
-def export_model(model, tokenizer, out_dir: str | Path, engine: str, finetuning: str, merged: bool = True) -> tuple[Path | None, Path | None]:
-    """Write ``adapter/`` (LoRA only) and ``model/`` (merged, bfloat16). Returns ``(model_dir, adapter_dir)``."""
+def export_model(model, tokenizer, out_dir: str | Path, engine: str, finetuning: str, merged: bool = True,
+                 state_dict: dict | None = None) -> tuple[Path | None, Path | None]:
+    """Write ``adapter/`` (LoRA only) and ``model/`` (merged, bfloat16). Returns ``(model_dir, adapter_dir)``.
+
+    ``state_dict``: the full weights gathered from a sharded engine (FSDP / ZeRO-3, full fine-tuning)."""
     import torch
 
     out_dir = Path(out_dir)
@@ -292,9 +347,13 @@ def export_model(model, tokenizer, out_dir: str | Path, engine: str, finetuning:
                 model.save_pretrained_merged(str(tmp), tokenizer, save_method="merged_16bit")
             else:
                 base = model.merge_and_unload() if finetuning == "lora" else model
-                base.to(torch.bfloat16).save_pretrained(tmp)
+                if state_dict is not None and finetuning != "lora":
+                    state_dict = {k: v.to(torch.bfloat16) if v.is_floating_point() else v for k, v in state_dict.items()}
+                    base.save_pretrained(tmp, state_dict=state_dict)
+                else:
+                    base.to(torch.bfloat16).save_pretrained(tmp)
+                    base.to(torch.float32 if _param_device(base) == "cpu" else torch.bfloat16)
                 tokenizer.save_pretrained(tmp)
-                base.to(torch.float32 if _param_device(base) == "cpu" else torch.bfloat16)
     return model_dir, adapter_dir
 
 
@@ -344,7 +403,18 @@ def train_sft(
     wall = time.perf_counter() - t0
     if val_rows:
         trainer.evaluate()
-    model_dir, adapter_dir = export_model(trainer.model, tokenizer, out_dir, engine, cfg.finetuning, merged=cfg.export_merged)
+    acc = trainer.accelerator
+    state_dict = None
+    if acc.num_processes > 1 and (trainer.is_fsdp_enabled or trainer.is_deepspeed_enabled):
+        state_dict = acc.get_state_dict(trainer.model)  # a collective: every process gathers, the main one writes
+    model_dir = adapter_dir = None
+    if acc.is_main_process:
+        model_dir, adapter_dir = export_model(acc.unwrap_model(trainer.model), tokenizer, out_dir, engine, cfg.finetuning,
+                                              merged=cfg.export_merged, state_dict=state_dict)
+    acc.wait_for_everyone()
+    if not acc.is_main_process:  # the main process wrote them
+        model_dir = out_dir / "model" if cfg.export_merged else None
+        adapter_dir = out_dir / "adapter" if cfg.finetuning == "lora" else None
     result = SFTResult(
         engine=engine,
         out_dir=out_dir,
@@ -356,5 +426,21 @@ def train_sft(
         tokens_seen=trainer.tokens_seen,
         resumed_from=last,
     )
-    write_json(out_dir / "train_history.json", result.history)
+    if acc.is_main_process:
+        write_json(out_dir / "train_history.json", result.history)
     return result
+
+
+def launch_sft(num_processes: int, cfg: SFTConfig, model_path: str | Path, train_rows: list[dict[str, Any]],
+               out_dir: str | Path, val_rows: list[dict[str, Any]] | None = None) -> SFTResult:
+    """:func:`train_sft` in ``num_processes`` data-parallel processes started by ``accelerate.notebook_launcher``
+    (from a notebook: forked processes, so CUDA must not be in use yet; CPUs train over gloo); 1 = this process.
+
+    The processes write the run folder and the result is read back from it (:meth:`SFTResult.from_dir`).
+    """
+    if num_processes <= 1:
+        return train_sft(cfg, model_path, train_rows, out_dir, val_rows=val_rows)
+    from accelerate import notebook_launcher
+
+    notebook_launcher(train_sft, (cfg, model_path, train_rows, out_dir, val_rows), num_processes=num_processes)
+    return SFTResult.from_dir(out_dir, resolve_engine(cfg.engine), cfg.finetuning)

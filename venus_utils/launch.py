@@ -1,0 +1,84 @@
+"""What the stage command lines (``python -m venus_utils.sft train``, ``python -m venus_utils.rl train``) share.
+
+A command line runs the same stage as its notebook, with the same parameters: the notebook's ``parameters``
+cell gives the defaults, the profile's shared keys and section override them (exactly what Papermill injects,
+:func:`venus_utils.config.notebook_params`), and ``--set key=value`` overrides those.  The commands are plain
+Python programs, so any launcher runs them unchanged::
+
+    python -m venus_utils.sft train --params params/cpu.yaml                                  # one process
+    accelerate launch --config_file params/accelerate/single_node_8gpu.yaml \\
+        -m venus_utils.sft train --params params/paper.yaml                                   # 8 GPUs, DDP
+    torchrun --nproc_per_node 8 -m venus_utils.sft train --params params/paper.yaml           # the same with torchrun
+
+Every process runs the whole script; the main process (``RANK`` 0) alone writes the stage's shared files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .config import ConfigError, load_profile, notebook_params
+from .paths import NOTEBOOKS_DIR
+
+
+def world_size() -> int:
+    """Processes of this run (``accelerate launch``, torchrun and ``notebook_launcher`` set ``WORLD_SIZE``)."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def is_main_process() -> bool:
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+def notebook_defaults(stage: str, notebooks_dir: Path = NOTEBOOKS_DIR) -> dict[str, Any]:
+    """The values of the stage notebook's ``parameters`` cell (literals only, as the convention requires)."""
+    import papermill
+
+    path = notebooks_dir / f"{stage}.ipynb"
+    if not path.exists():
+        raise ConfigError(f"{path}: notebook not found")
+    out = {}
+    for name, info in papermill.inspect_notebook(str(path)).items():
+        try:
+            out[name] = ast.literal_eval(info["default"])
+        except (ValueError, SyntaxError) as exc:
+            raise ConfigError(f"{path}: parameter {name} = {info['default']} is not a literal ({exc})") from None
+    return out
+
+
+def parse_sets(items: list[str] | None) -> dict[str, Any]:
+    """``["max_steps=4", "base_model=null"]`` -> ``{"max_steps": 4, "base_model": None}`` (values read as YAML)."""
+    out = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set {item!r}: expected key=value")
+        out[key.strip()] = yaml.safe_load(value)
+    return out
+
+
+def stage_params(params_path: str | Path, stage: str, sets: dict[str, Any] | None = None,
+                 notebooks_dir: Path = NOTEBOOKS_DIR) -> tuple[dict[str, Any], str]:
+    """``(parameters, profile name)`` of ``stage``: notebook defaults < profile < ``sets``; unknown keys are errors."""
+    profile = load_profile(params_path)
+    params = notebook_defaults(stage, notebooks_dir)
+    params.update(notebook_params(profile, stage, set(params)))
+    unknown = sorted(set(sets or {}) - set(params))
+    if unknown:
+        raise ConfigError(f"--set {unknown}: not parameters of notebooks/{stage}.ipynb (known: {sorted(params)})")
+    params.update(sets or {})
+    return params, profile.name
+
+
+def add_common_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--params", required=True, help="profile file, e.g. params/paper.yaml")
+    p.add_argument("--run-dir", default=None, help="run folder with the earlier stages (default runs/<profile>)")
+    p.add_argument("--out", default=None, help="this stage's folder (default <run-dir>/<stage>)")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a parameter of the stage (repeatable; the value is read as YAML)")

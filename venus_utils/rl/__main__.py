@@ -1,0 +1,96 @@
+"""The IGPO stage from the command line, the way notebook 04 runs it, under any launcher.
+
+    python -m venus_utils.rl train --params params/smoke.yaml [--run-dir runs/smoke] [--out DIR] [--set max_steps=2]
+    accelerate launch --config_file params/accelerate/single_node_8gpu.yaml -m venus_utils.rl train --params params/paper.yaml
+
+It reads the ``04_igpo_rl`` parameters (notebook defaults < profile < ``--set``), starts from
+``03_sft_unsloth/model``, rolls out with the offline world's tools (``00_setup/world``) or the web tools, and trains
+with :class:`venus_utils.rl.trainer.IGPOTrainer` and DR-Venus's default turn / outcome rewards (plus the notebook's
+optional ``search_cost``).  Every process rolls out its share of each step's ``prompts_per_step x
+num_generations`` episodes; advantages are computed over the gathered batch.  It writes ``model/``,
+``metrics.jsonl``, ``episodes.jsonl``, ``checkpoint-N/`` and ``summary.json``; a rerun resumes from the newest
+checkpoint.  The held-out before/after accuracy of the notebook is left to notebook 05.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..config import ConfigError
+from ..launch import add_common_arguments, is_main_process, parse_sets, stage_params, world_size
+from ..stage import Stage, StageMissing
+
+STAGE = "04_igpo_rl"
+
+
+def turn_reward_with_search_cost(cfg, search_cost: float):
+    """DR-Venus's turn reward, minus ``search_cost`` for every search turn (notebook 04's reward cell)."""
+    from .rewards import igpo_turn_reward
+
+    def turn_reward(ep):
+        rewards = igpo_turn_reward(ep, cfg.format_penalty, cfg.use_format_penalty)
+        return [(r or 0.0) - search_cost if tool == "search" else r for r, tool in zip(rewards, ep.tool_names)]
+
+    return turn_reward
+
+
+def train(args: argparse.Namespace) -> dict:
+    from datasets import Dataset
+
+    from ..tools import make_toolbox
+    from . import report
+    from .config import IGPOConfig
+    from .rollout import make_agent_rollout
+    from .trainer import IGPOTrainer, grpo_args, project_judge, save_policy
+
+    params, profile = stage_params(args.params, STAGE, parse_sets(args.sets))
+    stage = Stage.start(STAGE, args.run_dir or f"runs/{profile}", args.out, profile)
+    sft_dir = stage.upstream("03_sft_unsloth") / "model"
+    world_dir = stage.upstream("00_setup") / "world" if params["offline"] else None
+    cfg = IGPOConfig.from_dict(params)
+    model, tokenizer = report.load_policy(sft_dir, params["device"])
+    judge_fn, judge_description = project_judge(params["judge"])
+    tools = make_toolbox("local", world_dir) if params["offline"] else make_toolbox("web")
+    train_rows = report.qa_rows(params["train_qa"] or world_dir / "qa" / "train.parquet", params["train_questions"], cfg.seed)
+    checkpoint, resume_step = report.last_checkpoint(stage.dir)
+    turn_reward = turn_reward_with_search_cost(cfg, params["search_cost"]) if params.get("search_cost") else None
+    trainer = IGPOTrainer(model, tokenizer, Dataset.from_list(train_rows), cfg,
+                          grpo_args(cfg, stage.dir, device=params["device"], world_size=world_size()),
+                          rollout_fn=make_agent_rollout(tools), judge=judge_fn, turn_reward=turn_reward,
+                          resume_step=resume_step)
+    with stage.timed("train"):
+        trainer.train(resume_from_checkpoint=checkpoint)
+    losses = [r["loss"] for r in trainer.state.log_history if "loss" in r]
+    rewards = [r["reward"] for r in trainer.state.log_history if "reward" in r]
+    summary = dict(steps=int(trainer.state.global_step), loss_last=losses[-1] if losses else None,
+                   final_reward=rewards[-1] if rewards else None, judge=judge_description, resumed_from=checkpoint,
+                   processes=world_size(), launched_from="python -m venus_utils.rl train", config=cfg.to_dict())
+    if trainer.accelerator.is_main_process:
+        save_policy(trainer, tokenizer, stage.path("model"))
+    trainer.accelerator.wait_for_everyone()
+    if is_main_process():
+        summary = stage.finish(**summary)
+        print(f"[rl] {summary['steps']} steps on {world_size()} process(es); model: {stage.path('model')}")
+    return summary
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m venus_utils.rl", description="IGPO RL (notebook 04) from the command line.")
+    sub = p.add_subparsers(dest="command", required=True)
+    add_common_arguments(sub.add_parser("train", help="train the RL stage of a profile"))
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        train(args)
+    except (ConfigError, StageMissing, FileNotFoundError, ValueError) as exc:
+        print(f"rl: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,80 @@
+"""The SFT stage from the command line, the way notebook 03 runs it, under any launcher.
+
+    python -m venus_utils.sft train --params params/smoke.yaml [--run-dir runs/smoke] [--out DIR] [--set max_steps=4]
+    accelerate launch --config_file params/accelerate/single_node_8gpu.yaml -m venus_utils.sft train --params params/paper.yaml
+
+It reads the ``03_sft_unsloth`` parameters (notebook defaults < profile < ``--set``), the resampled data of
+``02_turn_aware_resampling`` and the base model (``base_model``, or ``00_setup/tiny_model`` offline), calls the
+notebook's :func:`venus_utils.sft.train_sft`, and writes the stage folder the next stage reads (``model/``,
+``checkpoints/``, ``train_history.json``, ``summary.json``).  A rerun resumes from the last checkpoint, whatever
+the number of processes of the run that wrote it.  The before/after agent runs of the notebook are not repeated
+here (notebook 05 evaluates the model).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import fields
+
+from ..config import ConfigError
+from ..launch import add_common_arguments, is_main_process, parse_sets, stage_params, world_size
+from ..stage import Stage, StageMissing
+
+STAGE = "03_sft_unsloth"
+
+
+def train(args: argparse.Namespace) -> dict:
+    from .config import SFTConfig
+    from .trainer import prepare_engine
+
+    params, profile = stage_params(args.params, STAGE, parse_sets(args.sets))
+    engine = prepare_engine(params["engine"])  # Unsloth must be imported before transformers
+    from transformers import AutoTokenizer
+
+    from .data import examples_from_parquet
+    from .trainer import train_sft
+
+    stage = Stage.start(STAGE, args.run_dir or f"runs/{profile}", args.out, profile)
+    data_dir = stage.upstream("02_turn_aware_resampling")
+    model_path = params["base_model"] or (stage.upstream("00_setup") / "tiny_model")
+    tokenizer = AutoTokenizer.from_pretrained(str(model_path))
+    with stage.timed("tokenize"):
+        train_set = examples_from_parquet(data_dir / "train.parquet", tokenizer, max_length=params["max_length"])
+        val_set = examples_from_parquet(data_dir / "val.parquet", tokenizer, max_length=params["max_length"])
+    names = {f.name for f in fields(SFTConfig)}
+    cfg = SFTConfig.from_dict({**{k: v for k, v in params.items() if k in names}, "engine": engine})
+    limit = params.get("val_rows_limit")
+    with stage.timed("train"):
+        result = train_sft(cfg, model_path, train_set.rows, stage.dir, val_rows=val_set.rows[:limit])
+    s = result.summary()
+    summary = dict(engine=result.engine, steps=s["steps"], loss_first=s["loss_first"], loss_last=s["loss_last"],
+                   eval_loss_last=s["eval_loss_last"], tokens_per_s=s["tokens_per_s"], train_rows=train_set.stats(),
+                   model_dir=s["model_dir"], adapter_dir=s["adapter_dir"], resumed_from=s["resumed_from"],
+                   processes=world_size(), launched_from="python -m venus_utils.sft train")
+    if is_main_process():
+        summary = stage.finish(**summary)
+        print(f"[sft] {s['steps']} steps on {world_size()} process(es), loss {s['loss_first']} -> {s['loss_last']}; "
+              f"model: {s['model_dir']}")
+    return summary
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m venus_utils.sft", description="Agentic SFT (notebook 03) from the command line.")
+    sub = p.add_subparsers(dest="command", required=True)
+    add_common_arguments(sub.add_parser("train", help="train the SFT stage of a profile"))
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        train(args)
+    except (ConfigError, StageMissing, FileNotFoundError, ValueError) as exc:
+        print(f"sft: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

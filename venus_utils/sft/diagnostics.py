@@ -1,0 +1,138 @@
+"""What limits a (tiny) agent: where the tokens of a trajectory go, and where its rollouts fail.
+
+Notebook 03 shows these next to the accuracy, so that a missed target is explained by measured numbers:
+
+- :func:`token_budget`: tokens per trajectory by part (system prompt, question, tool responses, trained assistant
+  turns, chat-template overhead) with the training tokenizer; what a CPU step pays for;
+- :func:`training_budget`: optimizer steps, trajectories and epochs the run managed in its time;
+- :func:`diagnose_rollouts`: per held-out rollout, whether the answer was right, whether the ground truth ever
+  appeared in a tool response (retrieved), whether the first search query came from the question, and the outcome
+  by hop count: "retrieved but answered wrong" is a reading / copying limit, "never retrieved" a search-path limit.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any, Iterable
+
+from .. import protocol
+
+PARTS = ("system", "question", "tool_responses", "assistant", "template")
+
+
+def token_budget(conversations: Iterable[Any], tokenizer, limit: int | None = 500) -> dict[str, float]:
+    """Mean tokens per trajectory by part, over the first ``limit`` conversations (None: all).
+
+    ``assistant`` counts the trained tokens (the loss mask of :func:`venus_utils.sft.data.tokenize_conversation`);
+    ``template`` is the rest: role markers, generation prompts and newlines of the chat template.
+    """
+    from .data import _as_messages, tokenize_conversation
+
+    sums, n = Counter(), 0
+    for conv in conversations:
+        if limit is not None and n >= limit:
+            break
+        messages = _as_messages(conv)
+        ex = tokenize_conversation(messages, tokenizer)
+        total, trained = len(ex["input_ids"]), sum(label != -100 for label in ex["labels"])
+        parts = Counter()
+        for i, m in enumerate(messages):
+            if m["role"] == "assistant":
+                continue
+            key = "system" if m["role"] == "system" else "question" if i <= 1 else "tool_responses"
+            parts[key] += len(tokenizer(m["content"], add_special_tokens=False)["input_ids"])
+        parts["assistant"] = trained
+        parts["template"] = total - sum(parts.values())
+        parts["total"] = total
+        sums.update(parts)
+        n += 1
+    if not n:
+        raise ValueError("token_budget: no conversations")
+    return {k: round(sums[k] / n, 1) for k in (*PARTS, "total")}
+
+
+def training_budget(summary: dict[str, Any], train_rows: int, global_batch_size: int, mean_tokens: float,
+                    train_logs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Steps, trajectories and epochs of an SFT run (``summary``: :meth:`SFTResult.summary`); with ``train_logs``
+    also the training loss at half, three quarters and the end of the run (still falling: more steps would help)."""
+    steps = int(summary.get("steps") or 0)
+    seen = steps * global_batch_size
+    wall = float(summary.get("wall_s") or 0.0)
+    trend = {}
+    losses = [h["loss"] for h in train_logs or [] if "loss" in h]
+    if losses:
+        trend = {f"loss_at_{p}%": round(losses[min(len(losses) - 1, int(len(losses) * p / 100))], 4) for p in (50, 75)}
+        trend["loss_at_end"] = round(losses[-1], 4)
+    return {**trend,
+        "optimizer_steps": steps,
+        "trajectories_seen": seen,
+        "epochs": round(seen / train_rows, 2) if train_rows else None,
+        "steps_per_minute": round(steps / (wall / 60), 1) if wall else None,
+        "tokens_per_s": summary.get("tokens_per_s"),
+        "mean_tokens_per_trajectory": round(mean_tokens, 1),
+    }
+
+
+def _tool_text(messages: list[dict]) -> str:
+    return "\n".join(m["content"] for m in messages[2:] if m["role"] == "user" and protocol.TOOL_RESPONSE_OPEN in m["content"])
+
+
+def _first_query(messages: list[dict]) -> str | None:
+    for m in messages:
+        if m["role"] == "assistant":
+            call = protocol.parse_tool_call(m["content"])
+            if call is not None and call.ok and call.name == "search":
+                q = call.arguments.get("query")
+                q = q[0] if isinstance(q, list) and q else q
+                return q if isinstance(q, str) else None
+    return None
+
+
+def diagnose_rollouts(records: list[dict[str, Any]], questions_path: str | Path | None = None) -> "tuple[Any, Any]":
+    """``(per_rollout, by_hops)`` DataFrames for agent records (``run_file`` / :func:`evaluate_as_agent` output).
+
+    ``per_rollout``: correct, answered, retrieved (any alias of the ground truth inside a tool response), first query
+    taken from the question, tool calls, termination and, with ``questions_path`` (a world QA parquet), the hop count.
+    ``by_hops``: rollouts, accuracy, answered and retrieved rates, and the share "retrieved but wrong" per hop count.
+    """
+    import pandas as pd
+
+    from ..eval.answers import aliases, exact_match, normalize_answer
+
+    hops = {}
+    if questions_path is not None:
+        from ..eval.loaders import load_verl_qa
+
+        qa = load_verl_qa(questions_path)
+        if "hops" in qa:
+            hops = dict(zip(qa["id"].astype(str), qa["hops"]))
+    rows = []
+    for r in records:
+        messages = r.get("messages") or []
+        gt = r.get("gt")
+        tool_text = normalize_answer(_tool_text(messages))
+        first = _first_query(messages)
+        question = str(messages[1]["content"]) if len(messages) > 1 else str(r.get("question", ""))
+        rows.append({
+            "index": str(r.get("index")),
+            "hops": hops.get(str(r.get("index"))),
+            "correct": bool(r.get("prediction")) and exact_match(r["prediction"], gt),
+            "answered": bool(r.get("prediction")),
+            "retrieved": any(normalize_answer(a) and normalize_answer(a) in tool_text for a in aliases(gt)),
+            "first_query_from_question": bool(first) and first.strip().lower() in question.lower(),
+            "tool_calls": r.get("tool_call_count", 0),
+            "termination": r.get("termination", ""),
+        })
+    per = pd.DataFrame(rows)
+    if per.empty:
+        return per, per
+    per["retrieved_but_wrong"] = per["retrieved"] & ~per["correct"]
+    group = per.assign(hops=per["hops"].fillna(-1).astype(int)).groupby("hops")
+    by_hops = group.agg(rollouts=("correct", "size"), accuracy=("correct", "mean"), answered=("answered", "mean"),
+                        retrieved=("retrieved", "mean"), retrieved_but_wrong=("retrieved_but_wrong", "mean"),
+                        first_query_from_question=("first_query_from_question", "mean"),
+                        tool_calls=("tool_calls", "mean")).round(3)
+    by_hops.loc["all"] = [len(per), *per[["correct", "answered", "retrieved", "retrieved_but_wrong",
+                                          "first_query_from_question", "tool_calls"]].mean().round(3)]
+    return per, by_hops
