@@ -22,7 +22,7 @@ from typing import Callable, Sequence
 
 import torch
 
-from ..io import read_jsonl, write_jsonl
+from ..io import atomic_dir, read_jsonl, write_jsonl
 from .advantages import compute_turn_advantages
 from .config import IGPOConfig
 from .format_penalty import turn_format_errors
@@ -323,22 +323,10 @@ def save_policy(trainer, tokenizer, out_dir: str | Path) -> Path:
     model = trainer.accelerator.unwrap_model(trainer.model)
     if hasattr(model, "merge_and_unload"):
         model = copy.deepcopy(model).merge_and_unload()
-    import shutil
-    import tempfile
-
-    out_dir = Path(out_dir)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))  # write aside, then swap in
-    try:
+    with atomic_dir(out_dir) as tmp:  # write aside, then swap in
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        tmp.rename(out_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return out_dir
+    return Path(out_dir)
 
 
 def _trl_outcome(judge: JudgeFn):

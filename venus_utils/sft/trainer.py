@@ -19,15 +19,12 @@ Unsloth must be imported before transformers and TRL: call :func:`prepare_engine
 from __future__ import annotations
 
 import importlib.util
-import shutil
-import tempfile
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
-from ..io import write_json
+from ..io import atomic_dir, write_json
 from ..launch import world_size
 from .batching import Collator, LengthGroupedSampler, count_units, masked_lm_loss
 from .config import SFTConfig
@@ -310,22 +307,6 @@ def _training_args(cfg: SFTConfig, out_dir: Path, has_eval: bool, engine: str):
     return TRLConfig(**kwargs)
 
 
-@contextmanager
-def _atomic_dir(path: Path) -> Iterator[Path]:
-    """A temporary sibling folder that replaces ``path`` on success."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-    tmp.chmod(0o755)
-    try:
-        yield tmp
-        if path.exists():
-            shutil.rmtree(path)
-        tmp.rename(path)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-
-
 def export_model(model, tokenizer, out_dir: str | Path, engine: str, finetuning: str, merged: bool = True,
                  state_dict: dict | None = None) -> tuple[Path | None, Path | None]:
     """Write ``adapter/`` (LoRA only) and ``model/`` (merged, bfloat16). Returns ``(model_dir, adapter_dir)``.
@@ -337,12 +318,12 @@ def export_model(model, tokenizer, out_dir: str | Path, engine: str, finetuning:
     adapter_dir = model_dir = None
     if finetuning == "lora":
         adapter_dir = out_dir / "adapter"
-        with _atomic_dir(adapter_dir) as tmp:
+        with atomic_dir(adapter_dir) as tmp:
             model.save_pretrained(tmp)
             tokenizer.save_pretrained(tmp)
     if merged:
         model_dir = out_dir / "model"
-        with _atomic_dir(model_dir) as tmp:
+        with atomic_dir(model_dir) as tmp:
             if finetuning == "lora" and engine == "unsloth":
                 model.save_pretrained_merged(str(tmp), tokenizer, save_method="merged_16bit")
             else:
