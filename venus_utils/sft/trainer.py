@@ -93,7 +93,10 @@ def load_model(model_path: str | Path, cfg: SFTConfig, engine: str):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(str(model_path))
-    dtype = torch.float32 if device == "cpu" else torch.bfloat16
+    # Full fine-tuning keeps fp32 master weights (bf16 autocast comes from the training arguments), as DR-Venus's
+    # FSDP run does: with bf16 weights, AdamW updates at lr 1e-5 are lost to rounding. LoRA trains fp32 adapters
+    # on a frozen bf16 base.
+    dtype = torch.float32 if device == "cpu" or cfg.finetuning == "full" else torch.bfloat16
     model = AutoModelForCausalLM.from_pretrained(str(model_path), dtype=dtype)
     if cfg.finetuning == "lora":
         from peft import LoraConfig, get_peft_model
