@@ -4,7 +4,8 @@ Every stage speaks it: the cleaner writes it, the tiny model's tokenizer is trai
 parses it, IGPO's format checker grades it.  Keep one implementation of each piece here and import it.
 
 - system prompt: the DR-Venus deep-research prompt with the Qwen tool section (``<tools>`` JSON schemas,
-  one per line) and an optional ``Current date:`` line;
+  one per line) and an optional ``Current date:`` line; a ``compact`` style (offline CPU profiles) carries the same
+  tools as one signature line each and the same call format, ~6x fewer tokens;
 - assistant tool turn: ``<think>\\n{reasoning}\\n</think>\\n<tool_call>\\n{json}\\n</tool_call>``;
 - tool result: a *user* message ``<tool_response>\\n{body}\\n</tool_response>``;
 - final turn: ``<think>\\n{reasoning}\\n</think>\\n<answer>\\n{answer}\\n</answer>``.
@@ -93,7 +94,7 @@ _TOOLS_OUTRO = (
 )
 # The compact variant (offline profiles only): a one-line role, one signature line per tool derived from the same
 # schemas, and the same call format.  ~10x fewer tokens than the DR-Venus prompt with the tiny tokenizer.
-_COMPACT_HEAD = "You are a research assistant. Use the tools to find facts, then give the final answer in `<answer></answer>` tags."
+_COMPACT_HEAD = "Research the question with the tools, then give the final answer in <answer></answer>."
 
 SYSTEM_PROMPT_STYLES = ("dr-venus", "compact")
 
@@ -126,7 +127,7 @@ def system_prompt(current_date: str | None = None, tools: tuple[dict, ...] | lis
         base = f"{_PROMPT_HEAD}\n\n{_TOOLS_INTRO}{schemas}{_TOOLS_OUTRO}"
     elif style == "compact":
         signatures = "\n".join(_signature(tool) for tool in tools)
-        base = f"{_COMPACT_HEAD}\n\n# Tools\n{signatures}\n\nCall one tool per turn:\n{_CALL_FORMAT}"
+        base = f"{_COMPACT_HEAD}\nTools:\n{signatures}\nCall one per turn:\n{_CALL_FORMAT}"
     else:
         raise ValueError(f"system prompt style must be one of {SYSTEM_PROMPT_STYLES}, got {style!r}")
     return f"{base}\n\nCurrent date: {current_date}\n" if current_date else base

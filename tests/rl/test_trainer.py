@@ -97,3 +97,32 @@ def test_rollout_config_carries_the_system_prompt_style():
     assert agent_config(IGPOConfig(system_prompt_style="compact")).system_prompt_style == "compact"
     with pytest.raises(ValueError, match="system_prompt_style"):
         IGPOConfig(system_prompt_style="short")
+
+
+def test_time_limit_stops_training_after_the_budget(tiny_lm, tmp_path):
+    from venus_utils.rl.report import time_limit
+
+    trainer = _trainer(tiny_lm, tmp_path, small_cfg(max_steps=4))
+    trainer.add_callback(time_limit(1e-9))  # already spent: stops after the first step
+    trainer.train()
+    assert trainer.state.global_step == 1
+    assert time_limit(None).on_step_end(None, None, type("C", (), {"should_training_stop": False})()).should_training_stop is False
+
+
+def test_why_no_gain_pairs_questions_and_counts_flat_groups():
+    import pandas as pd
+
+    from venus_utils.rl.report import why_no_gain
+
+    before = {"predictions": [{"question": "a", "correct": 0.0}, {"question": "a", "correct": 1.0},
+                              {"question": "b", "correct": 1.0}, {"question": "c", "correct": 0.0}]}
+    after = {"predictions": [{"question": "a", "correct": 1.0}, {"question": "a", "correct": 1.0},
+                             {"question": "b", "correct": 0.0}, {"question": "c", "correct": 0.0}]}
+    episodes = pd.DataFrame({"step": [1, 1, 1, 1, 2, 2], "group": ["x", "x", "y", "y", "x", "x"],
+                             "judge_score": [1.0, 1.0, 0.0, 0.0, 1.0, 0.2]})
+    table = why_no_gain(before, after, episodes)["value"]
+    assert (table["held-out questions"], table["fixed by RL"], table["broken by RL"], table["unchanged"]) == (3, 1, 1, 1)
+    assert table["training groups"] == 3
+    assert table["groups all right (no outcome signal)"] == 1 and table["groups all wrong (no outcome signal)"] == 1
+    assert table["rollout accuracy, first quarter of steps"] == 0.5 and table["rollout accuracy, last quarter of steps"] == 0.5
+    assert why_no_gain({}, {}, pd.DataFrame())["value"]["held-out questions"] == 0

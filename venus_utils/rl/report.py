@@ -97,6 +97,26 @@ def training_figure(metrics: pd.DataFrame, episodes: pd.DataFrame, path: str | P
     return fig
 
 
+def time_limit(minutes: float | None):
+    """A trainer callback that stops training (and saves) once ``minutes`` of wall time have passed since it was
+    made; ``None``: no limit.  The CPU profile uses it to keep the RL stage within its time budget."""
+    import time
+
+    from transformers import TrainerCallback
+
+    class TimeLimit(TrainerCallback):
+        def __init__(self):
+            self.limit_s, self.t0 = (minutes * 60 if minutes else None), time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kwargs):
+            if self.limit_s is not None and time.perf_counter() - self.t0 > self.limit_s:
+                control.should_training_stop = True
+                control.should_save = True
+            return control
+
+    return TimeLimit()
+
+
 def last_checkpoint(folder: str | Path) -> tuple[str | None, int | None]:
     """The newest ``checkpoint-N`` in ``folder`` and its step, or (None, None)."""
     found = sorted((int(p.name.split("-")[1]), p) for p in Path(folder).glob("checkpoint-*") if p.name.split("-")[1].isdigit())
@@ -118,3 +138,32 @@ def summarize_steps(metrics: pd.DataFrame, keys: Sequence[str] = ("reward", "acc
                                                                     "turns", "kl", "entropy", "adv_nonzero_frac")) -> pd.DataFrame:
     cols = ["step", *[k for k in keys if k in metrics]]
     return metrics.dropna(subset=["reward"])[cols].reset_index(drop=True) if "reward" in metrics else metrics
+
+
+def why_no_gain(before: dict, after: dict, episodes: pd.DataFrame) -> pd.DataFrame:
+    """Measured reasons for a small RL gain, as one table.
+
+    - held-out questions the RL policy fixed / broke / left unchanged (mean correctness per question, paired);
+    - training groups whose rollouts all got the same outcome (no outcome signal: only IG and penalties move them),
+      split into all-right and all-wrong;
+    - outcome accuracy of the training rollouts in the first and the last quarter of the steps.
+    """
+    def per_question(result: dict) -> pd.Series:
+        preds = pd.DataFrame(result.get("predictions") or [])
+        return preds.groupby("question")["correct"].mean() if len(preds) else pd.Series(dtype=float)
+
+    b, a = per_question(before), per_question(after)
+    both = pd.concat([b.rename("sft"), a.rename("rl")], axis=1).dropna()
+    rows = {"held-out questions": len(both), "fixed by RL": int((both["rl"] > both["sft"]).sum()),
+            "broken by RL": int((both["rl"] < both["sft"]).sum()), "unchanged": int((both["rl"] == both["sft"]).sum())}
+    if len(episodes) and {"step", "group", "judge_score"} <= set(episodes.columns):
+        right = episodes.assign(right=episodes["judge_score"].astype(float) >= 1.0)
+        groups = right.groupby(["step", "group"])["right"].agg(["min", "max"])
+        rows.update({"training groups": len(groups),
+                     "groups all right (no outcome signal)": int((groups["min"] == 1).sum()),
+                     "groups all wrong (no outcome signal)": int((groups["max"] == 0).sum())})
+        steps = sorted(right["step"].unique())
+        quarter = max(1, len(steps) // 4)
+        rows["rollout accuracy, first quarter of steps"] = round(float(right[right["step"].isin(steps[:quarter])]["right"].mean()), 3)
+        rows["rollout accuracy, last quarter of steps"] = round(float(right[right["step"].isin(steps[-quarter:])]["right"].mean()), 3)
+    return pd.DataFrame({"value": rows})
