@@ -18,8 +18,9 @@ from __future__ import annotations
 import argparse
 import ast
 import os
+import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import yaml
 
@@ -82,3 +83,20 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default=None, help="this stage's folder (default <run-dir>/<stage>)")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="override a parameter of the stage (repeatable; the value is read as YAML)")
+
+
+def run_cli(name: str, description: str, train: Callable[[argparse.Namespace], Any], argv: list[str] | None = None) -> int:
+    """``python -m venus_utils.<name> train --params ...``: parse the arguments, run ``train`` and turn the
+    expected errors (bad profile, missing upstream stage, bad input) into a message and exit code 2."""
+    from .stage import StageMissing
+
+    parser = argparse.ArgumentParser(prog=f"python -m venus_utils.{name}", description=description)
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_common_arguments(sub.add_parser("train", help=f"train the {name} stage of a profile"))
+    args = parser.parse_args(argv)
+    try:
+        train(args)
+    except (ConfigError, StageMissing, FileNotFoundError, ValueError) as exc:
+        print(f"{name}: error: {exc}", file=sys.stderr)
+        return 2
+    return 0

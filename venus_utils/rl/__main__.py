@@ -17,9 +17,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..config import ConfigError
-from ..launch import add_common_arguments, is_main_process, parse_sets, stage_params, world_size
-from ..stage import Stage, StageMissing
+from ..launch import is_main_process, parse_sets, run_cli, stage_params, world_size
+from ..stage import Stage
 
 STAGE = "04_igpo_rl"
 
@@ -75,21 +74,8 @@ def train(args: argparse.Namespace) -> dict:
     return summary
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m venus_utils.rl", description="IGPO RL (notebook 04) from the command line.")
-    sub = p.add_subparsers(dest="command", required=True)
-    add_common_arguments(sub.add_parser("train", help="train the RL stage of a profile"))
-    return p
-
-
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        train(args)
-    except (ConfigError, StageMissing, FileNotFoundError, ValueError) as exc:
-        print(f"rl: error: {exc}", file=sys.stderr)
-        return 2
-    return 0
+    return run_cli("rl", "IGPO RL (notebook 04) from the command line.", train, argv)
 
 
 if __name__ == "__main__":

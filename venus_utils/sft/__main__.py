@@ -17,9 +17,8 @@ import argparse
 import sys
 from dataclasses import fields
 
-from ..config import ConfigError
-from ..launch import add_common_arguments, is_main_process, parse_sets, stage_params, world_size
-from ..stage import Stage, StageMissing
+from ..launch import is_main_process, parse_sets, run_cli, stage_params, world_size
+from ..stage import Stage
 
 STAGE = "03_sft_unsloth"
 
@@ -59,21 +58,8 @@ def train(args: argparse.Namespace) -> dict:
     return summary
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m venus_utils.sft", description="Agentic SFT (notebook 03) from the command line.")
-    sub = p.add_subparsers(dest="command", required=True)
-    add_common_arguments(sub.add_parser("train", help="train the SFT stage of a profile"))
-    return p
-
-
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        train(args)
-    except (ConfigError, StageMissing, FileNotFoundError, ValueError) as exc:
-        print(f"sft: error: {exc}", file=sys.stderr)
-        return 2
-    return 0
+    return run_cli("sft", "Agentic SFT (notebook 03) from the command line.", train, argv)
 
 
 if __name__ == "__main__":
