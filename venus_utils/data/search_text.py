@@ -81,35 +81,30 @@ def parse_result_header(line: str) -> tuple[str | None, str | None, str | None]:
         end = line.find(")", close + 2)
         if end != -1 and "(" not in line[close + 2 : end]:
             return line[i:close].strip(), line[close + 2 : end].strip(), line[end + 1 :].strip()
-    depth, start = 1, i
-    while i < n:
-        ch = line[i]
-        if ch == "[":
-            depth += 1
-        elif ch == "]":
-            depth -= 1
-            if depth == 0:
-                break
-        i += 1
-    else:
+    close = _closing(line, i, "[", "]")
+    if close is None:
         return None, None, None
-    title = line[start:i]
-    if i + 1 >= n or line[i + 1] != "(":
+    title = line[i:close]
+    if close + 1 >= n or line[close + 1] != "(":
         return None, None, None
-    i += 2
-    depth, start = 1, i
-    while i < n:
-        ch = line[i]
-        if ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-            if depth == 0:
-                break
-        i += 1
-    else:
+    start = close + 2
+    i = _closing(line, start, "(", ")")
+    if i is None:
         return None, None, None
     return title.strip(), line[start:i].strip(), line[i + 1 :].strip()
+
+
+def _closing(line: str, i: int, opening: str, closing: str) -> int | None:
+    """Index of the ``closing`` bracket that balances an already-open one, scanning from ``i``; None if absent."""
+    depth = 1
+    for j in range(i, len(line)):
+        if line[j] == opening:
+            depth += 1
+        elif line[j] == closing:
+            depth -= 1
+            if depth == 0:
+                return j
+    return None
 
 
 def _parse_results(lines: list[str], strict: bool, fixes: Counter | None) -> list[dict[str, str]]:
