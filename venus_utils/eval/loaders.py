@@ -23,7 +23,9 @@ import base64
 import hashlib
 import json
 from pathlib import Path
+from typing import Sequence
 
+import numpy as np
 import pandas as pd
 
 from ..protocol import ANSWER_SPLIT
@@ -198,6 +200,33 @@ def sample_per_source(qa: pd.DataFrame, n: int | None, seed: int = 0) -> pd.Data
     keys = ["source", "hops"] if "hops" in qa.columns else ["source"]
     parts = [g.sample(n=min(n, len(g)), random_state=seed) for _, g in qa.groupby(keys, sort=True)]
     return pd.concat(parts).reset_index(drop=True) if parts else qa.iloc[:0]
+
+
+def stratified_sample(qa: pd.DataFrame, n: int | None, by: Sequence[str] = ("template", "hops"),
+                      seed: int = 0) -> pd.DataFrame:
+    """``n`` questions drawn so that every group of ``by`` keeps its share of ``qa`` (all when ``n`` is None).
+
+    Group sizes follow the table's own proportions (largest remainder), so the sample has the split's mix of
+    templates and hop counts instead of its first rows; within a group the rows are a seeded random draw (which
+    also mixes the sub-worlds).  Keys missing from the table are ignored, so a benchmark table without them is
+    a plain random draw.  The result is shuffled, reproducibly.
+    """
+    if n is None or n >= len(qa):
+        return qa.sample(frac=1, random_state=seed).reset_index(drop=True)
+    if n <= 0:
+        return qa.iloc[:0].reset_index(drop=True)
+    keys = [k for k in by if k in qa.columns]
+    if not keys:
+        return qa.sample(n=n, random_state=seed).reset_index(drop=True)
+    rng = np.random.default_rng(seed)  # one generator: equal-sized groups must not get the same positions
+    groups = [g for _, g in qa.groupby(keys, sort=True)]
+    quota = [n * len(g) / len(qa) for g in groups]
+    take = [int(q) for q in quota]
+    by_remainder = sorted(range(len(groups)), key=lambda i: (-(quota[i] - take[i]), i))
+    for i in by_remainder[: n - sum(take)]:
+        take[i] += 1
+    parts = [g.sample(n=k, random_state=rng) for g, k in zip(groups, take) if k]
+    return pd.concat(parts).sample(frac=1, random_state=rng).reset_index(drop=True)
 
 
 # --------------------------------------------------------------------------------------------------------

@@ -124,13 +124,14 @@ def last_checkpoint(folder: str | Path) -> tuple[str | None, int | None]:
 
 
 def qa_rows(path: str | Path, limit: int | None = None, seed: int = 0) -> list[dict]:
-    """Rows for the trainer / evaluation from a verl-schema QA parquet (``limit`` questions, shuffled by seed)."""
-    from ..eval.loaders import load_verl_qa
+    """Rows for the trainer / evaluation from a verl-schema QA parquet: ``limit`` questions drawn by seed, keeping the
+    file's mix of templates and hop counts where it has them (the offline world), shuffled."""
+    from ..eval.loaders import load_verl_qa, stratified_sample
     from .trainer import rl_rows
 
     qa = load_verl_qa(path)
     if limit is not None and limit < len(qa):
-        qa = qa.sample(n=limit, random_state=seed)
+        qa = stratified_sample(qa, limit, seed=seed)
     return rl_rows(qa)
 
 

@@ -5,7 +5,7 @@
     result = train_sft(SFTConfig(...), "runs/cpu/00_setup/tiny_model", train.rows, "runs/cpu/03_sft_unsloth")
 """
 
-from .agent_eval import evaluate_as_agent, summarize_rollouts
+from .agent_eval import evaluate_as_agent, heldout_sample, summarize_rollouts
 from .batching import BATCHING_MODES, LOSS_WEIGHTINGS, Collator, LengthGroupedSampler, masked_lm_loss
 from .config import SFTConfig
 from .data import (
@@ -36,6 +36,7 @@ __all__ = [
     "examples_from_parquet",
     "launch_sft",
     "evaluate_as_agent",
+    "heldout_sample",
     "export_model",
     "loss_mask_html",
     "masked_lm_loss",

@@ -45,6 +45,22 @@ def summarize_rollouts(records: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def heldout_sample(world_dir: str | Path, n: int | None, out_path: str | Path, seed: int = 0, split: str = "test"):
+    """The held-out questions notebook 03 evaluates on, written to ``out_path`` (the agent's question JSONL).
+
+    A draw of ``n`` questions from the world's ``split`` that keeps the split's mix of templates, hop counts and
+    sub-worlds (:func:`venus_utils.eval.loaders.stratified_sample`): the first rows of the split are all one
+    template from sub-worlds seen in training, and would overstate what the agent can do.  Returns the table
+    (with ``template``, ``hops`` and ``subworld`` for the breakdowns).
+    """
+    from ..eval.loaders import stratified_sample, write_questions
+    from ..world import load_world_questions
+
+    qa = stratified_sample(load_world_questions(world_dir, split), n, by=("template", "hops", "subworld"), seed=seed)
+    write_questions(qa, out_path)
+    return qa
+
+
 def evaluate_as_agent(
     model_dir: str | Path,
     world_dir: str | Path,

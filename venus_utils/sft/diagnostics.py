@@ -7,7 +7,8 @@ Notebook 03 shows these next to the accuracy, so that a missed target is explain
 - :func:`training_budget`: optimizer steps, trajectories and epochs the run managed in its time;
 - :func:`diagnose_rollouts`: per held-out rollout, whether the answer was right, whether the ground truth ever
   appeared in a tool response (retrieved), whether the first search query came from the question, and the outcome
-  by hop count: "retrieved but answered wrong" is a reading / copying limit, "never retrieved" a search-path limit.
+  by hop count, template or sub-world (:func:`breakdown`): "retrieved but answered wrong" is a reading / copying
+  limit, "never retrieved" a search-path limit.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .. import protocol
+from .data import IGNORE
 
 PARTS = ("system", "question", "tool_responses", "assistant", "template")
 
@@ -89,24 +91,32 @@ def _first_query(messages: list[dict]) -> str | None:
     return None
 
 
-def diagnose_rollouts(records: list[dict[str, Any]], questions_path: str | Path | None = None) -> "tuple[Any, Any]":
-    """``(per_rollout, by_hops)`` DataFrames for agent records (``run_file`` / :func:`evaluate_as_agent` output).
+META_COLUMNS = ("hops", "template", "subworld")  # question columns carried into the per-rollout table
+
+
+def diagnose_rollouts(records: list[dict[str, Any]], questions: "str | Path | Any | None" = None,
+                      by: str = "hops") -> "tuple[Any, Any]":
+    """``(per_rollout, breakdown)`` DataFrames for agent records (``run_file`` / :func:`evaluate_as_agent` output).
 
     ``per_rollout``: correct, answered, retrieved (any alias of the ground truth inside a tool response), first query
-    taken from the question, tool calls, termination and, with ``questions_path`` (a world QA parquet), the hop count.
-    ``by_hops``: rollouts, accuracy, answered and retrieved rates, and the share "retrieved but wrong" per hop count.
+    taken from the question, tool calls, termination and, with ``questions`` (a world QA parquet, or a question table
+    such as :func:`venus_utils.world.load_world_questions` returns), the question's hop count, template and
+    sub-world.  ``breakdown``: :func:`breakdown` of it by ``by``.
     """
     import pandas as pd
 
     from ..eval.answers import aliases, exact_match, normalize_answer
 
-    hops = {}
-    if questions_path is not None:
-        from ..eval.loaders import load_verl_qa
+    meta: dict[str, dict] = {}
+    if questions is not None:
+        if isinstance(questions, pd.DataFrame):
+            qa = questions
+        else:
+            from ..eval.loaders import load_verl_qa
 
-        qa = load_verl_qa(questions_path)
-        if "hops" in qa:
-            hops = dict(zip(qa["id"].astype(str), qa["hops"]))
+            qa = load_verl_qa(questions)
+        cols = [c for c in META_COLUMNS if c in qa]
+        meta = {str(i): dict(zip(cols, vals)) for i, *vals in qa[["id", *cols]].itertuples(index=False)}
     rows = []
     for r in records:
         messages = r.get("messages") or []
@@ -114,9 +124,10 @@ def diagnose_rollouts(records: list[dict[str, Any]], questions_path: str | Path 
         tool_text = normalize_answer(_tool_text(messages))
         first = _first_query(messages)
         question = str(messages[1]["content"]) if len(messages) > 1 else str(r.get("question", ""))
+        about = meta.get(str(r.get("index")), {})
         rows.append({
             "index": str(r.get("index")),
-            "hops": hops.get(str(r.get("index"))),
+            **{c: about.get(c) for c in META_COLUMNS},
             "correct": bool(r.get("prediction")) and exact_match(r["prediction"], gt),
             "answered": bool(r.get("prediction")),
             "retrieved": any(normalize_answer(a) and normalize_answer(a) in tool_text for a in aliases(gt)),
@@ -128,11 +139,84 @@ def diagnose_rollouts(records: list[dict[str, Any]], questions_path: str | Path 
     if per.empty:
         return per, per
     per["retrieved_but_wrong"] = per["retrieved"] & ~per["correct"]
-    group = per.assign(hops=per["hops"].fillna(-1).astype(int)).groupby("hops")
-    by_hops = group.agg(rollouts=("correct", "size"), accuracy=("correct", "mean"), answered=("answered", "mean"),
-                        retrieved=("retrieved", "mean"), retrieved_but_wrong=("retrieved_but_wrong", "mean"),
-                        first_query_from_question=("first_query_from_question", "mean"),
-                        tool_calls=("tool_calls", "mean")).round(3)
-    by_hops.loc["all"] = [len(per), *per[["correct", "answered", "retrieved", "retrieved_but_wrong",
-                                          "first_query_from_question", "tool_calls"]].mean().round(3)]
-    return per, by_hops
+    return per, breakdown(per, by)
+
+
+def breakdown(per: "Any", by: str = "hops") -> "Any":
+    """Rollouts, accuracy, answered and retrieved rates, "retrieved but wrong", first query from the question and
+    tool calls per value of ``by`` (``hops``, ``template``, ``subworld``...), plus an ``all`` row."""
+    keys = per[by].fillna(-1).astype(int) if by == "hops" else per[by].fillna("?").astype(str)
+    table = per.assign(**{by: keys}).groupby(by).agg(
+        rollouts=("correct", "size"), accuracy=("correct", "mean"), answered=("answered", "mean"),
+        retrieved=("retrieved", "mean"), retrieved_but_wrong=("retrieved_but_wrong", "mean"),
+        first_query_from_question=("first_query_from_question", "mean"), tool_calls=("tool_calls", "mean")).round(3)
+    table.loc["all"] = [len(per), *per[["correct", "answered", "retrieved", "retrieved_but_wrong",
+                                        "first_query_from_question", "tool_calls"]].mean().round(3)]
+    return table
+
+
+def _spans(labels: list[int]) -> list[tuple[int, int]]:
+    """``[start, end)`` runs of trained positions: one per assistant turn."""
+    spans, start = [], None
+    for i, lab in enumerate(labels + [IGNORE]):
+        if lab != IGNORE and start is None:
+            start = i
+        elif lab == IGNORE and start is not None:
+            spans.append((start, i))
+            start = None
+    return spans
+
+
+def teacher_forced_scores(model, rows: list[dict[str, Any]]) -> dict[str, float]:
+    """How much of the expert's turns the model reproduces with greedy decoding, given the expert's context.
+
+    ``token_accuracy``: trained tokens whose arg-max prediction is the expert's token; ``turn_exact``: assistant
+    turns predicted entirely right (greedy decoding would write that turn word for word: names copied, call well
+    formed); ``trajectory_exact``: trajectories whose every turn is right.  One forward pass per trajectory, so it is
+    cheap enough to run on every checkpoint, unlike agent rollouts.
+    """
+    import torch
+
+    tokens = right = turns = turns_right = trajs_right = 0
+    model.eval()
+    with torch.no_grad():
+        for row in rows:
+            ids = torch.tensor([row["input_ids"]], device=model.device)
+            pred = model(input_ids=ids).logits[0, :-1].argmax(-1).tolist()
+            labels = list(row["labels"])
+            ok = [labels[i + 1] == pred[i] for i in range(len(labels) - 1)]  # position i predicts token i + 1
+            spans = _spans(labels[1:])
+            turn_ok = [all(ok[a:b]) for a, b in spans]
+            tokens += sum(b - a for a, b in spans)
+            right += sum(sum(ok[a:b]) for a, b in spans)
+            turns += len(spans)
+            turns_right += sum(turn_ok)
+            trajs_right += all(turn_ok)
+    return {"token_accuracy": round(right / max(tokens, 1), 4), "turn_exact": round(turns_right / max(turns, 1), 4),
+            "trajectory_exact": round(trajs_right / max(len(rows), 1), 4)}
+
+
+def checkpoint_curve(checkpoints_dir: str | Path, rows: list[dict[str, Any]], max_checkpoints: int | None = None,
+                     device: str = "cpu") -> "Any":
+    """:func:`teacher_forced_scores` of the ``checkpoint-<step>`` folders in ``checkpoints_dir``, one row per step.
+
+    Whether these scores were still rising at the last checkpoint tells if more optimizer steps would help (the
+    agent's accuracy follows ``trajectory_exact``: a rollout succeeds when every turn is right).  With
+    ``max_checkpoints``, that many evenly spaced ones, always including the last.  Full-model checkpoints only
+    (a LoRA checkpoint holds an adapter, no ``config.json``, and is skipped).
+    """
+    import pandas as pd
+    from transformers import AutoModelForCausalLM
+
+    found = sorted((int(p.name.split("-")[-1]), p) for p in Path(checkpoints_dir).glob("checkpoint-*")
+                   if p.name.split("-")[-1].isdigit() and (p / "config.json").exists())
+    if max_checkpoints is not None and len(found) > max_checkpoints:
+        last = len(found) - 1
+        picks = sorted({round(last - i * last / max(max_checkpoints - 1, 1)) for i in range(max_checkpoints)})
+        found = [found[i] for i in picks] if max_checkpoints > 0 else []
+    out = []
+    for step, path in found:
+        model = AutoModelForCausalLM.from_pretrained(str(path), dtype="float32").to(device)
+        out.append({"step": step, **teacher_forced_scores(model, rows)})
+        del model
+    return pd.DataFrame(out, columns=["step", "token_accuracy", "turn_exact", "trajectory_exact"])

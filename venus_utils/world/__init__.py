@@ -4,6 +4,6 @@
 ``python -m venus_utils.world build --out DIR --seed N --size small``.
 """
 
-from .build import WorldConfig, build_world, load_pages, load_world_meta
+from .build import WorldConfig, build_world, load_pages, load_world_meta, load_world_questions
 
-__all__ = ["WorldConfig", "build_world", "load_pages", "load_world_meta"]
+__all__ = ["WorldConfig", "build_world", "load_pages", "load_world_meta", "load_world_questions"]

@@ -219,6 +219,23 @@ def load_world_meta(world_dir: str | Path) -> dict:
     return read_json(path)
 
 
+def load_world_questions(world_dir: str | Path, split: str = "test"):
+    """A split's questions (``venus_utils.eval.loaders`` table) with the world's columns: ``template``, ``hops``,
+    ``world`` and ``subworld`` ("trained": its sub-world also has training questions; "held-out": none of its
+    sub-world's questions were trained on, only its pages are in the search index)."""
+    from ..eval.loaders import load_verl_qa
+
+    path = Path(world_dir) / "qa" / f"{split}.parquet"
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no {split!r} split in this world folder")
+    qa = load_verl_qa(path)
+    cfg = load_world_meta(world_dir)["config"]
+    first_heldout = int(cfg["n_worlds"]) - int(cfg.get("heldout_worlds", 0))
+    if "world" in qa:
+        qa["subworld"] = ["held-out" if int(w) >= first_heldout else "trained" for w in qa["world"]]
+    return qa
+
+
 def load_pages(world_dir: str | Path) -> list[dict]:
     from ..io import read_jsonl
 
