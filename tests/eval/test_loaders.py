@@ -194,3 +194,27 @@ def test_load_qa_dispatch(tmp_path):
     assert len(loaders.load_qa(None, default=path)) == 3
     with pytest.raises(ValueError, match="needs qa_file"):
         loaders.load_qa(None, "BrowseComp", default=path)
+
+
+def test_stratified_sample_keeps_the_mix_and_is_reproducible():
+    qa = pd.DataFrame({
+        "id": [str(i) for i in range(200)],
+        "template": ["a"] * 100 + ["b"] * 50 + ["c"] * 50,
+        "hops": [2] * 100 + [3] * 100,
+        "world": list(range(50)) * 4,  # rows ordered by world inside every group
+    })
+    s = loaders.stratified_sample(qa, 20, seed=3)
+    assert len(s) == 20 and s["id"].is_unique
+    assert s.groupby("template").size().to_dict() == {"a": 10, "b": 5, "c": 5}
+    assert loaders.stratified_sample(qa, 20, seed=3).equals(s)
+    assert not loaders.stratified_sample(qa, 20, seed=4).equals(s)
+    # equal-sized groups are not drawn at the same positions (they would all hit the same worlds)
+    b, c = (sorted(s.loc[s["template"] == t, "world"]) for t in ("b", "c"))
+    assert b != c
+    assert s["template"].tolist() != sorted(s["template"])  # shuffled, not grouped
+    # largest remainder: 7 of 200 -> a 3.5, b 1.75, c 1.75 -> 3 / 1 / 1, and the two spare go to b and c (.75 > .5)
+    assert loaders.stratified_sample(qa, 7).groupby("template").size().to_dict() == {"a": 3, "b": 2, "c": 2}
+    assert len(loaders.stratified_sample(qa, None)) == 200 and len(loaders.stratified_sample(qa, 500)) == 200
+    assert loaders.stratified_sample(qa, 0).empty
+    plain = loaders.stratified_sample(qa[["id"]], 5, seed=0)  # no stratification keys: a random draw
+    assert len(plain) == 5 and plain["id"].is_unique

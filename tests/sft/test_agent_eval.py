@@ -25,3 +25,20 @@ def test_untrained_model_runs_the_real_loop_and_scores_zero(micro_model_dir, tmp
     s = evaluate_as_agent(micro_model_dir, world, world / "qa" / "test.parquet", out, limit=2, max_turns=2, max_new_tokens=8, workers=2)
     assert s["questions"] == 2 and s["accuracy"] == 0.0 and out.exists()
     assert sum(s["terminations"].values()) == 2
+
+
+def test_heldout_sample_keeps_the_split_mix(tmp_path):
+    from venus_utils.agent.runner import load_questions
+    from venus_utils.sft import heldout_sample
+    from venus_utils.world import build_world, load_world_questions
+
+    world = tmp_path / "world"
+    build_world(world, seed=1, size="tiny", progress=False, n_worlds=3, heldout_worlds=1)
+    full = load_world_questions(world, "test")
+    n = len(full) // 2
+    drawn = heldout_sample(world, n, tmp_path / "q.jsonl", seed=0)
+    assert len(drawn) == n and drawn["id"].is_unique
+    assert [q["index"] for q in load_questions(tmp_path / "q.jsonl")] == drawn["id"].tolist()
+    share = drawn["subworld"].eq("held-out").mean() - full["subworld"].eq("held-out").mean()
+    assert abs(share) <= 1 / n + 0.05  # the held-out sub-world keeps its share of the split
+    assert set(drawn["hops"]) == set(full["hops"])

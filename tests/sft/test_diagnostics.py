@@ -73,3 +73,80 @@ def test_diagnose_rollouts_separates_reading_from_search_failures(tmp_path):
     assert by_hops.loc["all", "rollouts"] == 3 and by_hops.loc["all", "retrieved_but_wrong"] == pytest.approx(0.333)
     per, _ = diagnose_rollouts(records)  # without the QA file: no hop counts
     assert per["hops"].isna().all()
+
+
+def test_breakdown_by_sub_world_from_a_question_table():
+    import pandas as pd
+
+    from venus_utils.sft.diagnostics import breakdown
+
+    table = pd.DataFrame({"id": ["q0", "q1", "q2"], "hops": [2, 2, 3], "template": ["t", "t", "u"],
+                          "subworld": ["trained", "held-out", "held-out"]})
+    records = [
+        _record("q0", "Rami Tel", "Rami Tel", "Kalo Group was founded by Rami Tel."),
+        _record("q1", "Rami Tel", "Mo Du", "Kalo Group was founded by Rami Tel."),
+        _record("q2", "Rami Tel", "Rami Tel", "Kalo Group was founded by Rami Tel."),
+    ]
+    per, by_hops = diagnose_rollouts(records, table)
+    assert per["subworld"].tolist() == ["trained", "held-out", "held-out"] and per["template"].tolist() == ["t", "t", "u"]
+    assert by_hops.loc[2, "accuracy"] == 0.5
+    by_sub = breakdown(per, "subworld")
+    assert by_sub.loc["held-out", "accuracy"] == 0.5 and by_sub.loc["trained", "accuracy"] == 1.0
+    assert by_sub.loc["all", "rollouts"] == 3
+
+
+class _FixedModel:
+    """Predicts ``targets[i]`` at position ``i`` (a stand-in with the interface teacher_forced_scores uses)."""
+
+    device = "cpu"
+
+    def __init__(self, targets, vocab=50):
+        self.targets, self.vocab = targets, vocab
+
+    def eval(self):
+        return self
+
+    def __call__(self, input_ids):
+        import torch
+
+        logits = torch.zeros(1, input_ids.shape[1], self.vocab)
+        logits[0, torch.arange(len(self.targets)), torch.tensor(self.targets)] = 1.0
+        return type("Out", (), {"logits": logits})()
+
+
+def test_teacher_forced_scores_count_tokens_turns_and_trajectories():
+    from venus_utils.sft.diagnostics import teacher_forced_scores
+
+    ids = [1, 2, 3, 4, 5, 6, 7, 8]
+    labels = [-100, -100, 3, 4, -100, -100, 7, 8]  # two assistant turns: tokens 2-3 and 6-7
+    perfect = ids[1:] + [0]  # position i predicts token i + 1
+    assert teacher_forced_scores(_FixedModel(perfect), [{"input_ids": ids, "labels": labels}]) == {
+        "token_accuracy": 1.0, "turn_exact": 1.0, "trajectory_exact": 1.0}
+    one_wrong = list(perfect)
+    one_wrong[5] = 9  # the first token of the second turn (label 7 at position 6) is predicted wrong
+    untrained_wrong = list(perfect)
+    untrained_wrong[3] = 9  # a masked position (tool output) does not count
+    rows = [{"input_ids": ids, "labels": labels}]
+    assert teacher_forced_scores(_FixedModel(one_wrong), rows) == {
+        "token_accuracy": 0.75, "turn_exact": 0.5, "trajectory_exact": 0.0}
+    assert teacher_forced_scores(_FixedModel(untrained_wrong), rows)["trajectory_exact"] == 1.0
+
+
+def test_checkpoint_curve_scores_evenly_spaced_checkpoints(micro_model_dir, tmp_path):
+    import shutil
+
+    from transformers import AutoTokenizer
+
+    from venus_utils.sft.diagnostics import checkpoint_curve
+
+    for step in (10, 20, 30, 40, 50):
+        shutil.copytree(micro_model_dir, tmp_path / f"checkpoint-{step}")
+    (tmp_path / "checkpoint-60").mkdir()  # an adapter-only (LoRA) checkpoint: skipped
+    tok = AutoTokenizer.from_pretrained(micro_model_dir)
+    rows = [tokenize_conversation(c["messages"], tok) for c in synthetic_conversations(2, seed=5)]
+    curve = checkpoint_curve(tmp_path, rows, max_checkpoints=3)
+    assert curve["step"].tolist() == [10, 30, 50]
+    assert curve[["token_accuracy", "turn_exact", "trajectory_exact"]].stack().between(0, 1).all()
+    assert curve["token_accuracy"].nunique() == 1  # the same weights score the same
+    assert checkpoint_curve(tmp_path, rows)["step"].tolist() == [10, 20, 30, 40, 50]
+    assert checkpoint_curve(tmp_path, rows, max_checkpoints=0).empty

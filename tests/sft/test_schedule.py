@@ -53,3 +53,29 @@ def test_trainer_follows_the_budget_schedule(micro_model_dir, tmp_path):
     assert len(lrs) == 5 and all(a > b for a, b in zip(lrs, lrs[1:]))
     # step-driven here (5 steps take far less than an hour): the lr logged at step k is the factor at (k - 1) / 5
     assert lrs == pytest.approx([1e-3 * lr_factor(k / 5, 0.0, 0.1) for k in range(5)], rel=1e-3)
+
+
+def _progress_worker(rank, world, port, out):
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    try:
+        now = [0.0]
+        progress = BudgetProgress(minutes=10, clock=lambda: now[0])
+        now[0] = 60.0 * (1 + 3 * rank)  # rank 0 is 1 minute in, rank 1 (started earlier) 4 minutes
+        out[rank] = progress(1)
+    finally:
+        dist.destroy_process_group()
+
+
+def test_distributed_processes_share_rank_0s_clock():
+    import socket
+
+    import torch.multiprocessing as mp
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = mp.Manager().dict()
+    mp.spawn(_progress_worker, args=(2, port, out), nprocs=2, join=True)
+    assert dict(out) == {0: pytest.approx(0.1), 1: pytest.approx(0.1)}  # both follow rank 0: same learning rate

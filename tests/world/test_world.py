@@ -204,3 +204,15 @@ def test_visit_policy_needed_skips_visits_when_the_snippet_has_the_fact(tmp_path
         return sum('"name": "visit"' in m["content"] for msgs in df["messages"] for m in msgs)
 
     assert visits(tmp_path / "n") < visits(tmp_path / "a") / 4
+
+
+def test_load_world_questions_marks_the_held_out_sub_world(world_dir):
+    from venus_utils.world import load_world_questions
+
+    test = load_world_questions(world_dir, "test")
+    assert {"template", "hops", "world", "subworld"} <= set(test.columns)
+    assert (test["subworld"] == "held-out").equals(test["world"] == 2)  # n_worlds 3, heldout_worlds 1
+    assert set(test["subworld"]) == {"trained", "held-out"}
+    assert set(load_world_questions(world_dir, "train")["subworld"]) == {"trained"}
+    with pytest.raises(FileNotFoundError, match="no 'dev' split"):
+        load_world_questions(world_dir, "dev")

@@ -5,6 +5,9 @@ step-based cosine, so it stops at a high learning rate.  Here the schedule's pro
 the time budget spent and the share of ``max_steps`` done: linear warm-up over the first ``warmup`` of it, then
 cosine down to ``min_ratio`` x the peak at the end.  (The tiny-agent feasibility study scheduled on wall-clock
 fraction the same way.)  After a resume the time share restarts, the step share carries on.
+
+In a distributed run every process must use the same learning rate (DDP keeps the replicas identical only if
+their updates are), so the elapsed time is rank 0's, broadcast at every step.
 """
 
 from __future__ import annotations
@@ -22,19 +25,34 @@ def lr_factor(progress: float, warmup: float = 0.0, min_ratio: float = 0.0) -> f
     return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * rest))
 
 
-class BudgetProgress:
-    """Progress of a run in [0, 1]: max(elapsed / time budget, step / max_steps); the clock starts on creation."""
+def rank0_value(value: float) -> float:
+    """``value`` as rank 0 has it, in a distributed run (every process must call this at the same point)."""
+    import torch
+    import torch.distributed as dist
 
-    def __init__(self, minutes: float | None, max_steps: int = -1, clock=time.perf_counter):
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return value
+    t = torch.tensor([value], dtype=torch.float64, device="cuda" if dist.get_backend() == "nccl" else "cpu")
+    dist.broadcast(t, src=0)
+    return float(t.item())
+
+
+class BudgetProgress:
+    """Progress of a run in [0, 1]: max(elapsed / time budget, step / max_steps); the clock starts on creation.
+
+    The elapsed time is rank 0's in a distributed run (:func:`rank0_value`), so all processes agree.
+    """
+
+    def __init__(self, minutes: float | None, max_steps: int = -1, clock=time.perf_counter, share=rank0_value):
         if not minutes and max_steps <= 0:
             raise ValueError("a budget needs max_time_minutes or max_steps")
         self.limit_s = minutes * 60 if minutes else None
-        self.max_steps, self.clock, self.t0 = max_steps, clock, clock()
+        self.max_steps, self.clock, self.share, self.t0 = max_steps, clock, share, clock()
 
     def __call__(self, step: int) -> float:
         shares = [step / self.max_steps] if self.max_steps > 0 else []
         if self.limit_s:
-            shares.append((self.clock() - self.t0) / self.limit_s)
+            shares.append(self.share(self.clock() - self.t0) / self.limit_s)
         return min(1.0, max(shares))
 
 
