@@ -45,8 +45,10 @@ def test_server_rollouts_use_the_sampled_ids_exactly(policy):
     chat = ChatTokens(tok)
     with StubServer() as stub:
         cfg = _server_cfg(stub.url)
-        server = VLLMServer.connect(stub.url)  # the stub has no /v1/models: DR-Venus's served name "model"
+        server = VLLMServer.connect(stub.url)  # /v1/models lists nothing: DR-Venus's served name "model"
         assert server.api_url == stub.url + "/v1" and server.model == "model"
+        stub.served_models = ["dr-venus-4b"]
+        assert VLLMServer.connect(stub.url + "/v1").model == "dr-venus-4b"  # the name the server reports
         sampled = chat.encode(stub.completion_text) + [tok.convert_tokens_to_ids("<|im_end|>")]
         stub.completion_ids = sampled[:-2] + [7, sampled[-1]]  # not what re-tokenising the text would give
         episodes = make_agent_rollout(NoTools())(model, tok, ROWS, cfg, llm=server)

@@ -11,7 +11,8 @@ A fault is chosen by a keyword inside the search query, the visited URL or the v
 ``slow_s``), ``noresults`` (no ``organic`` key), ``emptypage`` (reader returns nothing), ``badsummary`` (the
 summariser never answers JSON), ``badsummaryonce`` (the first reply is not JSON), ``leakkey`` (the reply
 echoes the API key it received).  ``/v1/completions`` (a token prompt) and ``/v1/chat/completions`` with model
-``agent`` play a policy model that always replies ``completion_text``.
+``agent`` play a policy model that always replies ``completion_text``; ``GET /v1/models`` lists
+``served_models`` (none by default, as a server that does not say its model name).
 """
 
 from __future__ import annotations
@@ -81,6 +82,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self):  # noqa: N802
         self.server.stub.headers.append(dict(self.headers))
+        if self.path.rstrip("/").endswith("/v1/models"):
+            models = [{"id": name, "object": "model", "owned_by": "stub"} for name in self.server.stub.served_models]
+            return self._send(200, json.dumps({"object": "list", "data": models}).encode())
         prefix = "/reader/"
         if not self.path.startswith(prefix):
             return self._send(404, b"not found", "text/plain")
@@ -160,6 +164,7 @@ class StubServer:
         self.requests: list[dict] = []  # bodies sent to the policy-model routes
         self.completion_text = "Done.\n</think>\n<answer>\nstub answer\n</answer>"
         self.completion_ids: list[int] | None = None
+        self.served_models: list[str] = []  # what GET /v1/models lists
         self.lock = threading.Lock()
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.stub = self
