@@ -214,9 +214,18 @@ def checkpoint_curve(checkpoints_dir: str | Path, rows: list[dict[str, Any]], ma
         last = len(found) - 1
         picks = sorted({round(last - i * last / max(max_checkpoints - 1, 1)) for i in range(max_checkpoints)})
         found = [found[i] for i in picks] if max_checkpoints > 0 else []
+    from tqdm.auto import tqdm
+    from transformers.utils import logging as hf_logging
+
     out = []
-    for step, path in found:
-        model = AutoModelForCausalLM.from_pretrained(str(path), dtype="float32").to(device)
-        out.append({"step": step, **teacher_forced_scores(model, rows)})
-        del model
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # one bar for the curve, not one per checkpoint load
+    try:
+        for step, path in tqdm(found, desc="checkpoints", unit="ckpt"):
+            model = AutoModelForCausalLM.from_pretrained(str(path), dtype="float32").to(device)
+            out.append({"step": step, **teacher_forced_scores(model, rows)})
+            del model
+    finally:
+        if bars:
+            hf_logging.enable_progress_bar()
     return pd.DataFrame(out, columns=["step", "token_accuracy", "turn_exact", "trajectory_exact"])
