@@ -88,3 +88,36 @@ class Stage:
         }
         write_json(self.dir / SUMMARY, summary)
         return summary
+
+
+RESUME_SETTINGS = "resume_settings.json"
+
+
+def guard_resume(folder: str | Path, settings: dict[str, Any]) -> None:
+    """Refuse to resume checkpoints in ``folder`` that were made with other ``settings``.
+
+    Training stages continue from their last ``checkpoint-N`` when run again (a killed run loses nothing).  A
+    rerun with changed settings (another learning rate, question pool, model...) would silently continue the old
+    run instead, so the settings that define a run are stored beside the checkpoints and compared; settings that
+    may change on a resume (step or time limits) must be left out of ``settings``.
+    """
+    folder = Path(folder)
+    wanted = _json_roundtrip(settings)
+    path = folder / RESUME_SETTINGS
+    has_checkpoints = folder.is_dir() and any(folder.glob("checkpoint-*"))
+    if has_checkpoints and path.exists():
+        before = read_json(path)
+        changed = sorted(k for k in set(before) | set(wanted) if before.get(k) != wanted.get(k))
+        if changed:
+            diff = ", ".join(f"{k}: {before.get(k)!r} -> {wanted.get(k)!r}" for k in changed[:6])
+            raise ValueError(f"{folder}: its checkpoints were made with other settings ({diff}); delete that folder "
+                             "to train from the start with the new settings, or restore the old ones to resume")
+    folder.mkdir(parents=True, exist_ok=True)
+    write_json(path, wanted)
+
+
+def _json_roundtrip(obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` as it reads back from JSON (tuples become lists, paths strings), for comparisons with a stored copy."""
+    import json
+
+    return json.loads(json.dumps(obj, default=str))

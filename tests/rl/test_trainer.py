@@ -126,3 +126,21 @@ def test_why_no_gain_pairs_questions_and_counts_flat_groups():
     assert table["groups all right (no outcome signal)"] == 1 and table["groups all wrong (no outcome signal)"] == 1
     assert table["rollout accuracy, first quarter of steps"] == 0.5 and table["rollout accuracy, last quarter of steps"] == 0.5
     assert why_no_gain({}, {}, pd.DataFrame())["value"]["held-out questions"] == 0
+
+
+def test_unsolved_questions_keeps_what_the_policy_does_not_always_solve(monkeypatch):
+    from venus_utils.rl import rollout
+    from venus_utils.rl.trainer import rl_rows
+
+    rows = rl_rows([{"id": str(i), "question": f"q{i}?", "answer": "a"} for i in range(4)])
+    outcomes = {"q0?": [1.0, 1.0], "q1?": [1.0, 0.0], "q2?": [0.0, 0.0], "q3?": [0.0, 1.0]}
+    seen = {}
+
+    def fake_accuracy(model, tokenizer, rows, tools, judge, cfg, *, samples, agent_cfg=None):
+        seen["samples"] = samples
+        return {"predictions": [{"question": r["question"], "correct": c} for r in rows for c in outcomes[r["question"]]]}
+
+    monkeypatch.setattr(rollout, "evaluate_accuracy", fake_accuracy)
+    kept, counts = rollout.unsolved_questions(None, None, rows, None, None, None, samples=2)
+    assert [r["question"] for r in kept] == ["q1?", "q2?", "q3?"] and seen["samples"] == 2
+    assert counts == {"candidates": 4, "always_solved": 1, "sometimes_solved": 2, "never_solved": 1, "kept": 3}

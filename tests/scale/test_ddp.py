@@ -77,7 +77,8 @@ def test_rl_stage_runs_under_two_processes(sft_runs, micro_run, tmp_path):
     shutil.copytree(micro_run, run, symlinks=True)
     shutil.copytree(sft_runs / "one", run / "03_sft_unsloth", ignore=shutil.ignore_patterns("checkpoints"))
     run_cli(["-m", "venus_utils.rl", "train", "--params", "params/smoke.yaml", "--run-dir", str(run), "--set",
-             "max_tokens_per_turn=32", "--set", "max_turns=3"], processes=2)
+             "max_tokens_per_turn=32", "--set", "max_turns=3",
+             "--set", "filter_samples=0"], processes=2)  # the unsolved-question filter runs in one process only
     stage = run / "04_igpo_rl"
     summary = json.loads((stage / "summary.json").read_text())
     assert summary["steps"] == 2 and summary["processes"] == 2

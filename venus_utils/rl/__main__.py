@@ -40,7 +40,8 @@ def train(args: argparse.Namespace) -> dict:
     from ..tools import make_toolbox
     from . import report
     from .config import IGPOConfig
-    from .rollout import make_agent_rollout
+    from ..stage import guard_resume
+    from .rollout import make_agent_rollout, unsolved_questions
     from .trainer import IGPOTrainer, grpo_args, project_judge, save_policy
 
     params, profile = stage_params(args.params, STAGE, parse_sets(args.sets))
@@ -52,6 +53,17 @@ def train(args: argparse.Namespace) -> dict:
     judge_fn, judge_description = project_judge(params["judge"])
     tools = make_toolbox("local", world_dir) if params["offline"] else make_toolbox("web")
     train_rows = report.qa_rows(params["train_qa"] or world_dir / "qa" / "train.parquet", params["train_questions"], cfg.seed)
+    filter_samples = int(params.get("filter_samples") or 0)
+    guard_resume(stage.dir, report.resume_settings(cfg, sft_dir, train_rows, filter_samples))
+    if filter_samples:
+        if world_size() > 1:  # every process would keep its own sample of questions: the data would differ
+            raise ValueError("filter_samples runs in one process: run notebook 04 or the command without accelerate "
+                             "launch, or set filter_samples to 0 for a multi-process run")
+        train_rows, counts = unsolved_questions(model, tokenizer, train_rows, tools, judge_fn, cfg, samples=filter_samples)
+        print(f"[rl] questions the SFT policy does not always solve: {counts}")
+        if not train_rows:
+            raise ValueError(f"the SFT policy solves all {counts['candidates']} RL questions every time: raise "
+                             "train_questions or set filter_samples to 0")
     checkpoint, resume_step = report.last_checkpoint(stage.dir)
     turn_reward = turn_reward_with_search_cost(cfg, params["search_cost"]) if params.get("search_cost") else None
     trainer = IGPOTrainer(model, tokenizer, Dataset.from_list(train_rows), cfg,

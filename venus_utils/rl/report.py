@@ -123,6 +123,19 @@ def last_checkpoint(folder: str | Path) -> tuple[str | None, int | None]:
     return (str(found[-1][1]), found[-1][0]) if found else (None, None)
 
 
+def resume_settings(cfg, sft_model: str | Path, question_pool: Sequence[dict], filter_samples: int = 0) -> dict:
+    """What defines an RL run, for :func:`venus_utils.stage.guard_resume`: the IGPO config without its step
+    limits and rollout engine, the SFT model, the question pool (before any filter: the filter samples) and the
+    filter setting."""
+    import hashlib
+
+    skip = {"max_steps", "save_steps", "use_vllm", "vllm_mode", "vllm_server_base_url", "vllm_server_sync_weights",
+            "vllm_tensor_parallel_size", "vllm_gpu_memory_utilization"}
+    pool = hashlib.sha256("\n".join(str(r["id"]) for r in question_pool).encode()).hexdigest()[:16]
+    return {**{k: v for k, v in cfg.to_dict().items() if k not in skip}, "sft_model": str(sft_model),
+            "questions": f"{len(question_pool)} questions, sha256 {pool}", "filter_samples": filter_samples}
+
+
 def qa_rows(path: str | Path, limit: int | None = None, seed: int = 0) -> list[dict]:
     """Rows for the trainer / evaluation from a verl-schema QA parquet: ``limit`` questions drawn by seed, keeping the
     file's mix of templates and hop counts where it has them (the offline world), shuffled."""

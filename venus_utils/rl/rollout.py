@@ -161,3 +161,24 @@ def evaluate_accuracy(model, tokenizer, rows: Sequence[dict], tools, judge, cfg:
             "predictions": [{"question": e.question, "ground_truth": e.ground_truth, "prediction": e.prediction,
                              "correct": c, "turns": e.num_turns, "termination": e.termination}
                             for e, c in zip(episodes, correct)]}
+
+
+def unsolved_questions(model, tokenizer, rows: Sequence[dict], tools, judge, cfg: IGPOConfig, *, samples: int = 2,
+                       agent_cfg=None) -> tuple[list[dict], dict]:
+    """The rows the policy does not already solve in every one of ``samples`` rollouts, and the counts.
+
+    A group whose rollouts are all right carries no outcome signal (its outcome advantages are all zero), so RL
+    questions the SFT policy always solves mostly waste rollouts; DR-Venus trains RL on a separate, harder
+    question set for the same reason.  ``counts``: candidates, always solved, sometimes solved, never solved, kept.
+    """
+    result = evaluate_accuracy(model, tokenizer, rows, tools, judge, cfg, samples=samples, agent_cfg=agent_cfg)
+    right: dict[str, list[float]] = {}
+    for p in result["predictions"]:
+        right.setdefault(p["question"], []).append(p["correct"])
+    rate = {q: sum(v) / len(v) for q, v in right.items()}
+    kept = [r for r in rows if rate.get(r["question"], 0.0) < 1.0]
+    counts = {"candidates": len(rows), "always_solved": sum(1 for v in rate.values() if v == 1.0),
+              "sometimes_solved": sum(1 for v in rate.values() if 0.0 < v < 1.0),
+              "never_solved": sum(1 for v in rate.values() if v == 0.0), "kept": len(kept)}
+    return kept, counts
+

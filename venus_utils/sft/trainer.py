@@ -345,6 +345,22 @@ def _param_device(model) -> str:
     return next(model.parameters()).device.type
 
 
+# SFTConfig fields that may change when a run is resumed (limits, logging, where and how it runs)
+RESUMABLE_FIELDS = {"engine", "gradient_checkpointing", "num_train_epochs", "max_steps", "max_time_minutes",
+                    "logging_steps", "save_steps", "save_total_limit", "eval_steps", "resume", "device",
+                    "num_threads", "export_merged"}
+
+
+def resume_settings(cfg: SFTConfig, model_path: str | Path, train_rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """What defines an SFT run, for :func:`venus_utils.stage.guard_resume`: the config without
+    :data:`RESUMABLE_FIELDS`, the base model and the size of the training data."""
+    from dataclasses import asdict
+
+    kept = {k: v for k, v in asdict(cfg).items() if k not in RESUMABLE_FIELDS}
+    return {**kept, "base_model": str(model_path), "train_rows": len(train_rows),
+            "train_tokens": sum(int(r["length"]) for r in train_rows)}
+
+
 def train_sft(
     cfg: SFTConfig,
     model_path: str | Path,
@@ -381,6 +397,10 @@ def train_sft(
         callbacks=[time_limit(cfg.max_time_minutes), *(callbacks or [])],
         venus_config=cfg,
     )
+    if cfg.resume:
+        from ..stage import guard_resume
+
+        guard_resume(out_dir / "checkpoints", resume_settings(cfg, model_path, train_rows))
     last = get_last_checkpoint(str(out_dir / "checkpoints")) if cfg.resume and (out_dir / "checkpoints").is_dir() else None
     t0 = time.perf_counter()
     trainer.train(resume_from_checkpoint=last)
