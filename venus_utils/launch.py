@@ -37,6 +37,77 @@ def is_main_process() -> bool:
     return int(os.environ.get("RANK", "0")) == 0
 
 
+def _collective_device() -> str:
+    import torch.distributed as dist
+
+    return "cuda" if dist.get_backend() == "nccl" else "cpu"
+
+
+def _distributed() -> bool:
+    import torch.distributed as dist
+
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+
+
+def any_process(flag: bool) -> bool:
+    """``flag`` on any process of a distributed run (all must stop at the same step, or DDP waits forever)."""
+    if not _distributed():
+        return flag
+    import torch
+    import torch.distributed as dist
+
+    t = torch.tensor([int(flag)], device=_collective_device())
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return bool(t.item())
+
+
+def rank0_value(value: float) -> float:
+    """``value`` as rank 0 has it, in a distributed run (every process must call this at the same point)."""
+    if not _distributed():
+        return value
+    import torch
+    import torch.distributed as dist
+
+    t = torch.tensor([value], dtype=torch.float64, device=_collective_device())
+    dist.broadcast(t, src=0)
+    return float(t.item())
+
+
+def time_limit(minutes: float | None):
+    """A trainer callback that stops training (and saves) once ``minutes`` of wall time have passed since it was
+    made (``None``: no limit); in a distributed run all processes stop at the same step (:func:`any_process`).
+    The CPU profiles use it to keep the SFT and RL stages within their time budgets."""
+    import time
+
+    from transformers import TrainerCallback
+
+    class TimeLimit(TrainerCallback):
+        def __init__(self):
+            self.limit_s, self.t0 = (minutes * 60 if minutes else None), time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kwargs):
+            if self.limit_s is not None and any_process(time.perf_counter() - self.t0 > self.limit_s):
+                control.should_training_stop = True
+                control.should_save = True
+            return control
+
+    return TimeLimit()
+
+
+def parse_shard(shard: str | tuple[int, int], name: str = "shard") -> tuple[int, int]:
+    """``"1/4"`` or ``(1, 4)`` -> ``(1, 4)``, checked (the cleaner's ``--shard``, the evaluation's shards);
+    ``name`` is what an error calls it."""
+    if isinstance(shard, str):
+        i, sep, n = shard.partition("/")
+        if not (sep and i.strip().isdigit() and n.strip().isdigit()):
+            raise ValueError(f"{name} {shard!r}: expected I/N with 0 <= I < N, e.g. 0/4")
+        shard = (int(i), int(n))
+    i, n = shard
+    if not 0 <= i < n:
+        raise ValueError(f"{name} {i}/{n}: expected I/N with 0 <= I < N, e.g. 0/4")
+    return int(i), int(n)
+
+
 def notebook_defaults(stage: str, notebooks_dir: Path = NOTEBOOKS_DIR) -> dict[str, Any]:
     """The values of the stage notebook's ``parameters`` cell (literals only, as the convention requires)."""
     import papermill

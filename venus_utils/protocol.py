@@ -99,6 +99,13 @@ _COMPACT_HEAD = "Research the question with the tools, then give the final answe
 SYSTEM_PROMPT_STYLES = ("dr-venus", "compact")
 
 
+def check_system_prompt_style(style: str) -> str:
+    """``style`` if it is one of :data:`SYSTEM_PROMPT_STYLES`, else a ValueError naming them."""
+    if style not in SYSTEM_PROMPT_STYLES:
+        raise ValueError(f"system_prompt_style must be one of {SYSTEM_PROMPT_STYLES}, got {style!r}")
+    return style
+
+
 def _signature(tool: dict) -> str:
     """``name(arg: type, ...)`` of a tool schema (arrays as ``type[]``), e.g. ``visit(url: string[], goal: string)``."""
     fn = tool["function"]
@@ -122,14 +129,12 @@ def system_prompt(current_date: str | None = None, tools: tuple[dict, ...] | lis
     same style.  With ``current_date`` the prompt ends with ``"\n\nCurrent date: {date}\n"`` (the trailing
     newline is DR-Venus's); without it the prompt ends after ``</tool_call>``.
     """
-    if style == "dr-venus":
+    if check_system_prompt_style(style) == "dr-venus":
         schemas = "\n".join(json.dumps(tool, ensure_ascii=False) for tool in tools)
         base = f"{_PROMPT_HEAD}\n\n{_TOOLS_INTRO}{schemas}{_TOOLS_OUTRO}"
-    elif style == "compact":
+    else:  # compact
         signatures = "\n".join(_signature(tool) for tool in tools)
         base = f"{_COMPACT_HEAD}\nTools:\n{signatures}\nCall one per turn:\n{_CALL_FORMAT}"
-    else:
-        raise ValueError(f"system prompt style must be one of {SYSTEM_PROMPT_STYLES}, got {style!r}")
     return f"{base}\n\nCurrent date: {current_date}\n" if current_date else base
 
 

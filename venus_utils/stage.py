@@ -93,6 +93,12 @@ class Stage:
 RESUME_SETTINGS = "resume_settings.json"
 
 
+def checkpoints(folder: str | Path) -> list[tuple[int, Path]]:
+    """``(step, path)`` of the trainer's ``checkpoint-<step>`` folders in ``folder``, oldest first."""
+    found = [(p.name.split("-", 1)[1], p) for p in Path(folder).glob("checkpoint-*") if p.is_dir()]
+    return sorted((int(step), p) for step, p in found if step.isdigit())
+
+
 def guard_resume(folder: str | Path, settings: dict[str, Any]) -> None:
     """Refuse to resume checkpoints in ``folder`` that were made with other ``settings``.
 
@@ -104,8 +110,7 @@ def guard_resume(folder: str | Path, settings: dict[str, Any]) -> None:
     folder = Path(folder)
     wanted = _json_roundtrip(settings)
     path = folder / RESUME_SETTINGS
-    has_checkpoints = folder.is_dir() and any(folder.glob("checkpoint-*"))
-    if has_checkpoints and path.exists():
+    if checkpoints(folder) and path.exists():
         before = read_json(path)
         changed = sorted(k for k in set(before) | set(wanted) if before.get(k) != wanted.get(k))
         if changed:

@@ -100,7 +100,7 @@ def test_rollout_config_carries_the_system_prompt_style():
 
 
 def test_time_limit_stops_training_after_the_budget(tiny_lm, tmp_path):
-    from venus_utils.rl.report import time_limit
+    from venus_utils.launch import time_limit
 
     trainer = _trainer(tiny_lm, tmp_path, small_cfg(max_steps=4))
     trainer.add_callback(time_limit(1e-9))  # already spent: stops after the first step
@@ -144,3 +144,15 @@ def test_unsolved_questions_keeps_what_the_policy_does_not_always_solve(monkeypa
     kept, counts = rollout.unsolved_questions(None, None, rows, None, None, None, samples=2)
     assert [r["question"] for r in kept] == ["q1?", "q2?", "q3?"] and seen["samples"] == 2
     assert counts == {"candidates": 4, "always_solved": 1, "sometimes_solved": 2, "never_solved": 1, "kept": 3}
+
+
+def test_unsolved_questions_refuses_several_processes_and_an_all_solved_pool(monkeypatch):
+    from venus_utils.rl import rollout
+    from venus_utils.rl.trainer import rl_rows
+
+    rows = rl_rows([{"id": "0", "question": "q0?", "answer": "a"}])
+    monkeypatch.setattr(rollout, "evaluate_accuracy", lambda *a, **k: {"predictions": [{"question": "q0?", "correct": 1.0}]})
+    with pytest.raises(ValueError, match="runs in one process"):
+        rollout.unsolved_questions(None, None, rows, None, None, None, samples=1, processes=2)
+    with pytest.raises(ValueError, match="solves all 1 RL questions"):
+        rollout.unsolved_questions(None, None, rows, None, None, None, samples=1)

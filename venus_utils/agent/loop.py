@@ -52,8 +52,7 @@ class AgentConfig:
     system_prompt_style: str = "dr-venus"  # dr-venus (exact) | compact (offline profiles; as the SFT data's cleaner)
 
     def __post_init__(self):
-        if self.system_prompt_style not in protocol.SYSTEM_PROMPT_STYLES:
-            raise ValueError(f"system_prompt_style must be one of {protocol.SYSTEM_PROMPT_STYLES}, got {self.system_prompt_style!r}")
+        protocol.check_system_prompt_style(self.system_prompt_style)
 
     @classmethod
     def rl(cls, **overrides) -> "AgentConfig":

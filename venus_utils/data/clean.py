@@ -35,6 +35,7 @@ from typing import Any, Iterator, NamedTuple
 
 from .. import protocol
 from ..io import atomic_path, write_json
+from ..launch import parse_shard
 from . import rules, sources
 from .resample import ResamplePolicy, bucket_stats, permutation, plan, split_groups
 
@@ -83,8 +84,7 @@ class CleanConfig:
             raise ValueError(f"compat must be one of {rules.MODES}, got {self.compat!r}")
         if self.system_prompt_mode not in ("template", "row"):
             raise ValueError(f"system_prompt_mode must be 'template' or 'row', got {self.system_prompt_mode!r}")
-        if self.system_prompt_style not in protocol.SYSTEM_PROMPT_STYLES:
-            raise ValueError(f"system_prompt_style must be one of {protocol.SYSTEM_PROMPT_STYLES}, got {self.system_prompt_style!r}")
+        protocol.check_system_prompt_style(self.system_prompt_style)
         if self.judge not in ("auto", "llm", "offline", "none"):
             raise ValueError(f"judge must be auto, llm, offline or none, got {self.judge!r}")
         if self.compat == "reference" and (self.max_tokens or self.val_fraction):
@@ -97,6 +97,12 @@ class CleanConfig:
             raise ValueError("batch_rows must be >= 1")
         if self.shard is not None and not (len(self.shard) == 2 and 0 <= self.shard[0] < self.shard[1]):
             raise ValueError(f"shard must be (i, n) with 0 <= i < n, got {self.shard!r}")
+
+    def rule_options(self) -> rules.RuleOptions:
+        """The per-row rules' options: mode, system prompt, allowed tools (the same for a run and its shards)."""
+        allowed = frozenset(t.lower() for t in self.allowed_tools)
+        prompt = protocol.system_prompt(self.current_date, style=self.system_prompt_style)
+        return rules.RuleOptions(self.compat, self.system_prompt_mode, prompt, allowed)
 
     @property
     def strict(self) -> bool:
@@ -417,8 +423,7 @@ def run_clean(cfg: CleanConfig, judge=None) -> dict:
             pf = sources._open_parquet(path)
             sources.check_columns(path, set(pf.schema_arrow.names))
     output_dir.mkdir(parents=True, exist_ok=True)
-    allowed = frozenset(t.lower() for t in cfg.allowed_tools)
-    opts = rules.RuleOptions(cfg.compat, cfg.system_prompt_mode, protocol.system_prompt(cfg.current_date, style=cfg.system_prompt_style), allowed)
+    opts = cfg.rule_options()
     if cfg.shard is not None:  # a shard keeps its part files; clean_shards.merge_shards finishes the run
         from .clean_shards import run_shard
 
@@ -430,7 +435,7 @@ def run_clean(cfg: CleanConfig, judge=None) -> dict:
         t0 = time.perf_counter()
         results = _run_tasks(files, wcfg, cfg, total)
         timings["clean"] = round(time.perf_counter() - t0, 3)
-        return _finish(cfg, files, input_path, output_dir, allowed, results, timings, t_start, judge)
+        return _finish(cfg, files, input_path, output_dir, opts.allowed_tools, results, timings, t_start, judge)
     finally:
         shutil.rmtree(tmp_dir, ignore_errors=True)
 
@@ -695,16 +700,6 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def parse_shard(text: str | None) -> tuple[int, int] | None:
-    """``"1/4"`` -> ``(1, 4)``."""
-    if text is None:
-        return None
-    i, sep, n = text.partition("/")
-    if not (sep and i.strip().isdigit() and n.strip().isdigit()) or not 0 <= int(i) < int(n):
-        raise ValueError(f"--shard {text!r}: expected I/N with 0 <= I < N, e.g. 0/4")
-    return int(i), int(n)
-
-
 def config_from_args(args: argparse.Namespace) -> CleanConfig:
     policy = ResamplePolicy(args.short_max_turns, args.medium_max_turns, args.short_multiplier,
                             args.medium_multiplier, args.long_multiplier)
@@ -716,7 +711,8 @@ def config_from_args(args: argparse.Namespace) -> CleanConfig:
         keep_metadata=args.keep_metadata, write_jsonl=args.write_jsonl, allowed_tools=tuple(args.allowed_tools),
         compat=args.compat, judge=args.judge, judge_cache=args.judge_cache, judge_threshold=args.judge_threshold,
         tokenizer=args.tokenizer, max_tokens=args.max_tokens, val_fraction=args.val_fraction,
-        workers=args.workers, batch_rows=args.batch_rows, progress=not args.quiet, shard=parse_shard(args.shard),
+        workers=args.workers, batch_rows=args.batch_rows, progress=not args.quiet,
+        shard=parse_shard(args.shard, "--shard") if args.shard else None,
     )
 
 

@@ -84,17 +84,12 @@ def read_shards(shard_dirs: list[str | Path]) -> list[dict]:
 
 def merge_shards(cfg, shard_dirs: list[str | Path], judge=None) -> dict:
     """Finish a sharded run into ``cfg.output_dir``; returns the stats (as :func:`~.clean.run_clean`)."""
-    from .. import protocol
-    from . import rules
     from .clean import _finish
 
     t_start = time.perf_counter()
     records = read_shards(shard_dirs)
     files = [Path(p) for p in records[0]["files"]]
-    allowed = frozenset(t.lower() for t in cfg.allowed_tools)
-    opts = rules.RuleOptions(cfg.compat, cfg.system_prompt_mode,
-                             protocol.system_prompt(cfg.current_date, style=getattr(cfg, "system_prompt_style", "dr-venus")),
-                             allowed)
+    opts = cfg.rule_options()
     expected = _settings(cfg, opts, files)
     counts = {r["shard"][1] for r in records}
     if len(counts) != 1:
@@ -125,7 +120,7 @@ def merge_shards(cfg, shard_dirs: list[str | Path], judge=None) -> dict:
     output_dir = Path(cfg.output_dir).expanduser().resolve()
     output_dir.mkdir(parents=True, exist_ok=True)
     timings = {"clean": round(max(r["seconds"] for r in records), 3)}
-    stats = _finish(cfg, files, Path(records[0]["input"]), output_dir, allowed, results, timings, t_start, judge)
+    stats = _finish(cfg, files, Path(records[0]["input"]), output_dir, opts.allowed_tools, results, timings, t_start, judge)
     stats["shards"] = {"count": len(records), "dirs": [str(r["dir"]) for r in records]}
     write_json(output_dir / "stats.json", stats)
     return stats

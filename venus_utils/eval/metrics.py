@@ -183,19 +183,6 @@ def summarize(scored: pd.DataFrame, ks: Iterable[int] | None = None) -> dict:
 # --------------------------------------------------------------------------------------------------------
 # Sharded evaluation: split the questions, answer and score each shard anywhere, merge
 # --------------------------------------------------------------------------------------------------------
-def parse_shard(shard: str | tuple[int, int]) -> tuple[int, int]:
-    """``"1/4"`` or ``(1, 4)`` -> ``(1, 4)``, checked."""
-    if isinstance(shard, str):
-        i, sep, n = shard.partition("/")
-        if not (sep and i.strip().isdigit() and n.strip().isdigit()):
-            raise ValueError(f"shard {shard!r}: expected I/N, e.g. 0/4")
-        shard = (int(i), int(n))
-    i, n = shard
-    if not 0 <= i < n:
-        raise ValueError(f"shard {i}/{n}: expected 0 <= I < N")
-    return int(i), int(n)
-
-
 def shard_questions(table: pd.DataFrame, shard: str | tuple[int, int], key: str = "id") -> pd.DataFrame:
     """The rows of shard ``i/n``: questions (by ``key``, in order of first appearance) ``i, i+n, ...``.
 
@@ -203,6 +190,8 @@ def shard_questions(table: pd.DataFrame, shard: str | tuple[int, int], key: str 
     QA table (one row per question: the file to give ``python -m venus_utils.agent run --input``) and on
     predictions or scored tables.
     """
+    from ..launch import parse_shard
+
     i, n = parse_shard(shard)
     codes = pd.factorize(table[key].astype(str), sort=False)[0]
     return table[codes % n == i]

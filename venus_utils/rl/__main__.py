@@ -38,9 +38,9 @@ def train(args: argparse.Namespace) -> dict:
     from datasets import Dataset
 
     from ..tools import make_toolbox
+    from ..stage import guard_resume
     from . import report
     from .config import IGPOConfig
-    from ..stage import guard_resume
     from .rollout import make_agent_rollout, unsolved_questions
     from .trainer import IGPOTrainer, grpo_args, project_judge, save_policy
 
@@ -56,14 +56,9 @@ def train(args: argparse.Namespace) -> dict:
     filter_samples = int(params.get("filter_samples") or 0)
     guard_resume(stage.dir, report.resume_settings(cfg, sft_dir, train_rows, filter_samples))
     if filter_samples:
-        if world_size() > 1:  # every process would keep its own sample of questions: the data would differ
-            raise ValueError("filter_samples runs in one process: run notebook 04 or the command without accelerate "
-                             "launch, or set filter_samples to 0 for a multi-process run")
-        train_rows, counts = unsolved_questions(model, tokenizer, train_rows, tools, judge_fn, cfg, samples=filter_samples)
+        train_rows, counts = unsolved_questions(model, tokenizer, train_rows, tools, judge_fn, cfg,
+                                                samples=filter_samples, processes=world_size())
         print(f"[rl] questions the SFT policy does not always solve: {counts}")
-        if not train_rows:
-            raise ValueError(f"the SFT policy solves all {counts['candidates']} RL questions every time: raise "
-                             "train_questions or set filter_samples to 0")
     checkpoint, resume_step = report.last_checkpoint(stage.dir)
     turn_reward = turn_reward_with_search_cost(cfg, params["search_cost"]) if params.get("search_cost") else None
     trainer = IGPOTrainer(model, tokenizer, Dataset.from_list(train_rows), cfg,

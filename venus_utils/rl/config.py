@@ -79,10 +79,9 @@ class IGPOConfig:
             raise ValueError(f"info_gain_type must be one of {INFO_GAIN_TYPES}, got {self.info_gain_type!r}")
         if self.norm_mode not in NORM_MODES:
             raise ValueError(f"norm_mode must be one of {NORM_MODES}, got {self.norm_mode!r}")
-        from ..protocol import SYSTEM_PROMPT_STYLES
+        from ..protocol import check_system_prompt_style
 
-        if self.system_prompt_style not in SYSTEM_PROMPT_STYLES:
-            raise ValueError(f"system_prompt_style must be one of {SYSTEM_PROMPT_STYLES}, got {self.system_prompt_style!r}")
+        check_system_prompt_style(self.system_prompt_style)
         if self.vllm_mode not in ("colocate", "server"):
             raise ValueError(f"vllm_mode must be colocate or server, got {self.vllm_mode!r}")
         if self.use_vllm and self.vllm_mode == "server" and not self.vllm_server_base_url:

@@ -97,29 +97,11 @@ def training_figure(metrics: pd.DataFrame, episodes: pd.DataFrame, path: str | P
     return fig
 
 
-def time_limit(minutes: float | None):
-    """A trainer callback that stops training (and saves) once ``minutes`` of wall time have passed since it was
-    made; ``None``: no limit.  The CPU profile uses it to keep the RL stage within its time budget."""
-    import time
-
-    from transformers import TrainerCallback
-
-    class TimeLimit(TrainerCallback):
-        def __init__(self):
-            self.limit_s, self.t0 = (minutes * 60 if minutes else None), time.perf_counter()
-
-        def on_step_end(self, args, state, control, **kwargs):
-            if self.limit_s is not None and time.perf_counter() - self.t0 > self.limit_s:
-                control.should_training_stop = True
-                control.should_save = True
-            return control
-
-    return TimeLimit()
-
-
 def last_checkpoint(folder: str | Path) -> tuple[str | None, int | None]:
     """The newest ``checkpoint-N`` in ``folder`` and its step, or (None, None)."""
-    found = sorted((int(p.name.split("-")[1]), p) for p in Path(folder).glob("checkpoint-*") if p.name.split("-")[1].isdigit())
+    from ..stage import checkpoints
+
+    found = checkpoints(folder)
     return (str(found[-1][1]), found[-1][0]) if found else (None, None)
 
 

@@ -164,13 +164,18 @@ def evaluate_accuracy(model, tokenizer, rows: Sequence[dict], tools, judge, cfg:
 
 
 def unsolved_questions(model, tokenizer, rows: Sequence[dict], tools, judge, cfg: IGPOConfig, *, samples: int = 2,
-                       agent_cfg=None) -> tuple[list[dict], dict]:
+                       agent_cfg=None, processes: int = 1) -> tuple[list[dict], dict]:
     """The rows the policy does not already solve in every one of ``samples`` rollouts, and the counts.
 
     A group whose rollouts are all right carries no outcome signal (its outcome advantages are all zero), so RL
     questions the SFT policy always solves mostly waste rollouts; DR-Venus trains RL on a separate, harder
     question set for the same reason.  ``counts``: candidates, always solved, sometimes solved, never solved, kept.
+    The filter samples, so it runs in one process (``processes`` > 1 is refused: each would keep other questions);
+    a pool the policy always solves is an error.
     """
+    if processes > 1:
+        raise ValueError("filter_samples runs in one process: run notebook 04 or the command without accelerate "
+                         "launch, or set filter_samples to 0 for a multi-process run")
     result = evaluate_accuracy(model, tokenizer, rows, tools, judge, cfg, samples=samples, agent_cfg=agent_cfg)
     right: dict[str, list[float]] = {}
     for p in result["predictions"]:
@@ -180,5 +185,8 @@ def unsolved_questions(model, tokenizer, rows: Sequence[dict], tools, judge, cfg
     counts = {"candidates": len(rows), "always_solved": sum(1 for v in rate.values() if v == 1.0),
               "sometimes_solved": sum(1 for v in rate.values() if 0.0 < v < 1.0),
               "never_solved": sum(1 for v in rate.values() if v == 0.0), "kept": len(kept)}
+    if not kept:
+        raise ValueError(f"the SFT policy solves all {counts['candidates']} RL questions every time: raise "
+                         "train_questions or set filter_samples to 0")
     return kept, counts
 

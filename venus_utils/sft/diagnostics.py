@@ -206,17 +206,17 @@ def checkpoint_curve(checkpoints_dir: str | Path, rows: list[dict[str, Any]], ma
     (a LoRA checkpoint holds an adapter, no ``config.json``, and is skipped).
     """
     import pandas as pd
+    from tqdm.auto import tqdm
     from transformers import AutoModelForCausalLM
+    from transformers.utils import logging as hf_logging
 
-    found = sorted((int(p.name.split("-")[-1]), p) for p in Path(checkpoints_dir).glob("checkpoint-*")
-                   if p.name.split("-")[-1].isdigit() and (p / "config.json").exists())
+    from ..stage import checkpoints
+
+    found = [(step, p) for step, p in checkpoints(checkpoints_dir) if (p / "config.json").exists()]
     if max_checkpoints is not None and len(found) > max_checkpoints:
         last = len(found) - 1
         picks = sorted({round(last - i * last / max(max_checkpoints - 1, 1)) for i in range(max_checkpoints)})
-        found = [found[i] for i in picks] if max_checkpoints > 0 else []
-    from tqdm.auto import tqdm
-    from transformers.utils import logging as hf_logging
-
+        found = [found[i] for i in picks]
     out = []
     bars = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()  # one bar for the curve, not one per checkpoint load

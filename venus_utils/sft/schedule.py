@@ -15,6 +15,8 @@ from __future__ import annotations
 import math
 import time
 
+from ..launch import rank0_value
+
 
 def lr_factor(progress: float, warmup: float = 0.0, min_ratio: float = 0.0) -> float:
     """Multiplier of the peak learning rate at ``progress`` in [0, 1]: linear warm-up, then cosine to ``min_ratio``."""
@@ -25,22 +27,10 @@ def lr_factor(progress: float, warmup: float = 0.0, min_ratio: float = 0.0) -> f
     return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * rest))
 
 
-def rank0_value(value: float) -> float:
-    """``value`` as rank 0 has it, in a distributed run (every process must call this at the same point)."""
-    import torch
-    import torch.distributed as dist
-
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
-        return value
-    t = torch.tensor([value], dtype=torch.float64, device="cuda" if dist.get_backend() == "nccl" else "cpu")
-    dist.broadcast(t, src=0)
-    return float(t.item())
-
-
 class BudgetProgress:
     """Progress of a run in [0, 1]: max(elapsed / time budget, step / max_steps); the clock starts on creation.
 
-    The elapsed time is rank 0's in a distributed run (:func:`rank0_value`), so all processes agree.
+    The elapsed time is rank 0's in a distributed run (:func:`venus_utils.launch.rank0_value`), so all processes agree.
     """
 
     def __init__(self, minutes: float | None, max_steps: int = -1, clock=time.perf_counter, share=rank0_value):

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..io import atomic_dir, write_json
-from ..launch import world_size
+from ..launch import time_limit, world_size
 from .batching import Collator, LengthGroupedSampler, count_units, masked_lm_loss
 from .config import SFTConfig
 
@@ -110,7 +110,6 @@ def load_model(model_path: str | Path, cfg: SFTConfig, engine: str):
 
 def _trainer_class(base):
     """``base`` (TRL's SFTTrainer, possibly patched by Unsloth) with the DR-Venus loss and length-grouped batches."""
-    from transformers import TrainerCallback
 
     class VenusSFTTrainer(base):
         def __init__(self, *args, venus_config: SFTConfig, **kwargs):
@@ -175,32 +174,7 @@ def _trainer_class(base):
                 self._window = {"tokens": 0, "loss_tokens": 0, "t0": time.perf_counter(), "acc": []}
             super().log(logs, *args, **kwargs)
 
-    class TimeLimit(TrainerCallback):
-        """Stop (and checkpoint) once the wall-time budget is spent."""
-
-        def __init__(self, minutes: float | None):
-            self.limit = minutes * 60 if minutes else None
-            self.t0 = time.perf_counter()
-
-        def on_step_end(self, args, state, control, **kwargs):
-            if self.limit is not None and _any_process(time.perf_counter() - self.t0 > self.limit):
-                control.should_training_stop = True
-                control.should_save = True
-            return control
-
-    return VenusSFTTrainer, TimeLimit
-
-
-def _any_process(flag: bool) -> bool:
-    """``flag`` on any process of a distributed run (all must stop at the same step, or DDP waits forever)."""
-    import torch
-    import torch.distributed as dist
-
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
-        return flag
-    t = torch.tensor([int(flag)], device="cuda" if dist.get_backend() == "nccl" else "cpu")
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return bool(t.item())
+    return VenusSFTTrainer
 
 
 @dataclass
@@ -382,7 +356,7 @@ def train_sft(
     model, tokenizer = load_model(model_path, cfg, engine)
     from trl import SFTTrainer
 
-    trainer_cls, time_limit = _trainer_class(SFTTrainer)
+    trainer_cls = _trainer_class(SFTTrainer)
     too_long = [r["length"] for r in train_rows if r["length"] > cfg.max_length]
     if too_long:
         raise ValueError(f"{len(too_long)} training rows exceed max_length={cfg.max_length} (longest {max(too_long)}); build them with that max_length")

@@ -67,9 +67,14 @@ def _unit(*parts) -> float:
     return int.from_bytes(digest[:8], "big") / 2**64
 
 
+def heldout_subworld(world: int, n_worlds: int, heldout_worlds: int) -> bool:
+    """Whether sub-world ``world`` is held out: the last ``heldout_worlds`` have no training questions."""
+    return world >= n_worlds - heldout_worlds
+
+
 def _split(cfg: WorldConfig, q) -> str:
     u = _unit(cfg.seed, "split", q.chain[0].id)
-    if q.world >= cfg.n_worlds - cfg.heldout_worlds:
+    if heldout_subworld(q.world, cfg.n_worlds, cfg.heldout_worlds):
         return "val" if u < cfg.val_frac / max(cfg.val_frac + cfg.test_frac, 1e-9) else "test"
     return "test" if u < cfg.test_frac else "val" if u < cfg.test_frac + cfg.val_frac else "train"
 
@@ -230,9 +235,9 @@ def load_world_questions(world_dir: str | Path, split: str = "test"):
         raise FileNotFoundError(f"{path}: no {split!r} split in this world folder")
     qa = load_verl_qa(path)
     cfg = load_world_meta(world_dir)["config"]
-    first_heldout = int(cfg["n_worlds"]) - int(cfg.get("heldout_worlds", 0))
+    n, held = int(cfg["n_worlds"]), int(cfg.get("heldout_worlds", 0))
     if "world" in qa:
-        qa["subworld"] = ["held-out" if int(w) >= first_heldout else "trained" for w in qa["world"]]
+        qa["subworld"] = ["held-out" if heldout_subworld(int(w), n, held) else "trained" for w in qa["world"]]
     return qa
 
 
