@@ -118,19 +118,3 @@ def test_cli_exit_code_and_message(project, capsys):
     params.write_text("01_second:\n  not_declared: 1\n")
     assert main(["--params", str(params), "--out", str(tmp_path / "r")]) == 1
     assert "pipeline stopped" in capsys.readouterr().err
-
-
-def test_guard_resume_refuses_checkpoints_made_with_other_settings(tmp_path):
-    from venus_utils.stage import guard_resume
-
-    folder = tmp_path / "04_igpo_rl"
-    guard_resume(folder, {"learning_rate": 5e-5, "questions": "600"})  # a first run records its settings
-    (folder / "checkpoint-200").mkdir()
-    guard_resume(folder, {"learning_rate": 5e-5, "questions": "600"})  # the same settings: resuming is fine
-    with pytest.raises(ValueError, match=r"other settings \(filter_samples: None -> 2, questions: '600' -> '239'\)"):
-        guard_resume(folder, {"learning_rate": 5e-5, "questions": "239", "filter_samples": 2})
-    assert json.loads((folder / "resume_settings.json").read_text())["questions"] == "600"  # kept for the old run
-    for ckpt in folder.glob("checkpoint-*"):
-        ckpt.rmdir()
-    guard_resume(folder, {"learning_rate": 1e-4})  # no checkpoints left: a new run starts and records its settings
-    assert json.loads((folder / "resume_settings.json").read_text()) == {"learning_rate": 1e-4}

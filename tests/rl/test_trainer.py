@@ -88,6 +88,22 @@ def test_two_steps_checkpoint_and_resume(tiny_lm, tmp_path):
     resumed.train(resume_from_checkpoint=str(tmp_path / "checkpoint-2"))
     assert resumed.state.global_step == 3
     assert {e["step"] for e in read_jsonl(tmp_path / "episodes.jsonl")} == {0, 1, 2}
+    assert not (tmp_path / ".saving").exists() and not (tmp_path / "README.md").exists()  # no TRL model card left
+
+
+def test_rerunning_a_finished_rl_run_trains_nothing(tiny_lm, tmp_path, capsys):
+    """The Trainer alone would train a step past max_steps when resumed from the final checkpoint."""
+    from venus_utils.checkpoints import prepare_resume, train_to_end
+
+    cfg, limits = small_cfg(), {"max_steps": 2}
+    for _ in range(2):
+        point = prepare_resume(tmp_path, {"lr": cfg.learning_rate}, root=None, max_steps=cfg.max_steps, limits=limits)
+        trainer = _trainer(tiny_lm, tmp_path, cfg, resume_step=point.step)
+        train_to_end(trainer, point, tmp_path, cfg.max_steps, limits)
+        assert trainer.state.global_step == 2
+    assert point.finished and "already finished" in capsys.readouterr().out
+    assert sorted(p.name for p in tmp_path.glob("checkpoint-*")) == ["checkpoint-1", "checkpoint-2"]
+    assert {e["step"] for e in read_jsonl(tmp_path / "episodes.jsonl")} == {0, 1}
 
 
 def test_rollout_config_carries_the_system_prompt_style():

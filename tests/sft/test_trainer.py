@@ -63,6 +63,98 @@ def test_killed_run_resumes_from_its_last_checkpoint_and_matches(micro_model_dir
     assert straight.steps == 4
 
 
+_KILL_DURING_SAVE = """
+import os, signal, sys
+import transformers
+from venus_utils.modeling import synthetic_conversations
+from venus_utils.sft import SFTConfig, build_examples, train_sft
+
+model_dir, out_dir = sys.argv[1], sys.argv[2]
+tok = transformers.AutoTokenizer.from_pretrained(model_dir)
+rows = build_examples([c["messages"] for c in synthetic_conversations(12, seed=4)], tok, max_length=4096).rows
+save_rng = transformers.Trainer._save_rng_state
+
+def killed_mid_save(self, output_dir):  # weights and optimizer written, RNG and trainer state not yet
+    if self.state.global_step == 4:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return save_rng(self, output_dir)
+
+transformers.Trainer._save_rng_state = killed_mid_save
+cfg = SFTConfig(engine="trl", learning_rate=3e-3, global_batch_size=4, micro_batch_size=2, max_steps=6, logging_steps=1,
+                save_steps=2, eval_steps=None, max_length=4096, gradient_checkpointing=False, device="cpu")
+train_sft(cfg, model_dir, rows, out_dir)
+"""
+
+
+def test_sigkill_during_a_save_leaves_no_partial_checkpoint_and_the_rerun_resumes(micro_model_dir, rows, tmp_path, capsys):
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", _KILL_DURING_SAVE, str(micro_model_dir), str(tmp_path)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    ckpts = tmp_path / "checkpoints"
+    assert (ckpts / "checkpoint-2").is_dir() and not (ckpts / "checkpoint-4").exists()  # the half save stays hidden
+    assert (ckpts / ".saving" / "checkpoint-4").is_dir()
+    resumed = train_sft(_cfg(max_steps=6), micro_model_dir, rows, tmp_path)
+    assert resumed.resumed_from.endswith("checkpoint-2") and resumed.steps == 6
+    assert "interrupted" in capsys.readouterr().out and not (ckpts / ".saving").exists()
+    assert sorted(p.name for p in ckpts.glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-4", "checkpoint-6"]
+
+
+def test_an_incomplete_checkpoint_left_by_a_kill_is_skipped_and_reported(micro_model_dir, rows, tmp_path, capsys):
+    """What a kill left with the Trainer's own saving (only config files): the rerun resumes from the newest complete
+    checkpoint instead of failing with "Can't find a valid checkpoint"."""
+    train_sft(_cfg(max_steps=2), micro_model_dir, rows, tmp_path)
+    partial = tmp_path / "checkpoints" / "checkpoint-4"
+    partial.mkdir()
+    (partial / "config.json").write_text("{}")
+    (partial / "generation_config.json").write_text("{}")
+    resumed = train_sft(_cfg(max_steps=4), micro_model_dir, rows, tmp_path)
+    assert resumed.resumed_from.endswith("checkpoint-2") and resumed.steps == 4
+    assert "incomplete checkpoint" in capsys.readouterr().out
+    assert (partial / "trainer_state.json").exists()  # saved again, completely
+
+
+def test_rerunning_a_finished_run_trains_nothing_and_says_so(micro_model_dir, rows, tmp_path, capsys):
+    first = train_sft(_cfg(), micro_model_dir, rows, tmp_path)
+    exported = (tmp_path / "model").stat().st_mtime
+    again = train_sft(_cfg(), micro_model_dir, rows, tmp_path)
+    assert first.steps == again.steps == 4 and again.resumed_from.endswith("checkpoint-4")
+    assert not (tmp_path / "checkpoints" / "checkpoint-5").exists()
+    assert "already finished" in capsys.readouterr().out and (tmp_path / "model").stat().st_mtime == exported
+    more = train_sft(_cfg(max_steps=6), micro_model_dir, rows, tmp_path)  # a higher limit continues the run
+    assert more.steps == 6
+
+
+def test_run_time_limited_then_rerun_is_a_no_op(micro_model_dir, rows, tmp_path, capsys):
+    from transformers import TrainerCallback
+
+    class StopAt3(TrainerCallback):  # what the time limit does: stop and save
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.global_step == 3:
+                control.should_training_stop = control.should_save = True
+
+    first = train_sft(_cfg(max_steps=20, max_time_minutes=30), micro_model_dir, rows, tmp_path, callbacks=[StopAt3()])
+    assert first.steps == 3
+    again = train_sft(_cfg(max_steps=20, max_time_minutes=30), micro_model_dir, rows, tmp_path)
+    assert again.steps == 3 and "already finished" in capsys.readouterr().out
+
+
+def test_a_copied_run_folder_still_resumes(micro_model_dir, rows, tmp_path):
+    """resume_settings.json stores paths inside the run folder relative to it."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(micro_model_dir, run / "00_setup" / "tiny_model")
+    train_sft(_cfg(max_steps=2), run / "00_setup" / "tiny_model", rows, run / "03_sft")
+    moved = tmp_path / "moved"
+    shutil.copytree(run, moved)
+    resumed = train_sft(_cfg(max_steps=4), moved / "00_setup" / "tiny_model", rows, moved / "03_sft")
+    assert resumed.resumed_from.endswith("checkpoint-2") and resumed.steps == 4
+
+
 def test_lora_exports_adapter_and_merged_model(micro_model_dir, rows, tmp_path):
     from peft import PeftModel
     from transformers import AutoModelForCausalLM

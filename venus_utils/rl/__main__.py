@@ -38,7 +38,7 @@ def train(args: argparse.Namespace) -> dict:
     from datasets import Dataset
 
     from ..tools import make_toolbox
-    from ..stage import guard_resume
+    from ..checkpoints import prepare_resume, train_to_end
     from . import report
     from .config import IGPOConfig
     from .rollout import make_agent_rollout, unsolved_questions
@@ -54,23 +54,24 @@ def train(args: argparse.Namespace) -> dict:
     tools = make_toolbox("local", world_dir) if params["offline"] else make_toolbox("web")
     train_rows = report.qa_rows(params["train_qa"] or world_dir / "qa" / "train.parquet", params["train_questions"], cfg.seed)
     filter_samples = int(params.get("filter_samples") or 0)
-    guard_resume(stage.dir, report.resume_settings(cfg, sft_dir, train_rows, filter_samples))
+    limits = {"max_steps": cfg.max_steps}
+    point = prepare_resume(stage.dir, report.resume_settings(cfg, sft_dir, train_rows, filter_samples),
+                           root=stage.run_dir, max_steps=cfg.max_steps, limits=limits, main_process=is_main_process())
     if filter_samples:
         train_rows, counts = unsolved_questions(model, tokenizer, train_rows, tools, judge_fn, cfg,
                                                 samples=filter_samples, processes=world_size())
         print(f"[rl] questions the SFT policy does not always solve: {counts}")
-    checkpoint, resume_step = report.last_checkpoint(stage.dir)
     turn_reward = turn_reward_with_search_cost(cfg, params["search_cost"]) if params.get("search_cost") else None
     trainer = IGPOTrainer(model, tokenizer, Dataset.from_list(train_rows), cfg,
                           grpo_args(cfg, stage.dir, device=params["device"], world_size=world_size()),
                           rollout_fn=make_agent_rollout(tools), judge=judge_fn, turn_reward=turn_reward,
-                          resume_step=resume_step)
+                          resume_step=point.step)
     with stage.timed("train"):
-        trainer.train(resume_from_checkpoint=checkpoint)
+        train_to_end(trainer, point, stage.dir, cfg.max_steps, limits)
     losses = [r["loss"] for r in trainer.state.log_history if "loss" in r]
     rewards = [r["reward"] for r in trainer.state.log_history if "reward" in r]
     summary = dict(steps=int(trainer.state.global_step), loss_last=losses[-1] if losses else None,
-                   final_reward=rewards[-1] if rewards else None, judge=judge_description, resumed_from=checkpoint,
+                   final_reward=rewards[-1] if rewards else None, judge=judge_description, resumed_from=point.checkpoint,
                    processes=world_size(), launched_from="python -m venus_utils.rl train", config=cfg.to_dict())
     if trainer.accelerator.is_main_process:
         save_policy(trainer, tokenizer, stage.path("model"))

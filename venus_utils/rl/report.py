@@ -97,16 +97,8 @@ def training_figure(metrics: pd.DataFrame, episodes: pd.DataFrame, path: str | P
     return fig
 
 
-def last_checkpoint(folder: str | Path) -> tuple[str | None, int | None]:
-    """The newest ``checkpoint-N`` in ``folder`` and its step, or (None, None)."""
-    from ..stage import checkpoints
-
-    found = checkpoints(folder)
-    return (str(found[-1][1]), found[-1][0]) if found else (None, None)
-
-
 def resume_settings(cfg, sft_model: str | Path, question_pool: Sequence[dict], filter_samples: int = 0) -> dict:
-    """What defines an RL run, for :func:`venus_utils.stage.guard_resume`: the IGPO config without its step
+    """What defines an RL run, for :func:`venus_utils.checkpoints.guard_resume`: the IGPO config without its step
     limits and rollout engine, the SFT model, the question pool (before any filter: the filter samples) and the
     filter setting."""
     import hashlib

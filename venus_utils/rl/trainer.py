@@ -22,6 +22,7 @@ from typing import Callable, Sequence
 
 import torch
 
+from ..checkpoints import AtomicCheckpoints
 from ..io import atomic_dir, read_jsonl, write_jsonl
 from .advantages import compute_turn_advantages
 from .config import IGPOConfig
@@ -119,7 +120,7 @@ def _build_trainer_class():
                 self.rows.append({"step": state.global_step, **logs})
                 write_jsonl(self.path, self.rows)
 
-    class _IGPOTrainer(GRPOTrainer):
+    class _IGPOTrainer(AtomicCheckpoints, GRPOTrainer):  # checkpoint-N appears only when complete
         def __init__(self, model, tokenizer, train_dataset, cfg: IGPOConfig, args, *, rollout_fn: RolloutFn,
                      judge: JudgeFn, turn_reward: Callable[[Episode], list] | None = None,
                      outcome_reward: Callable[[Episode], float] | None = None, ref_model=None, peft_config=None,

@@ -210,7 +210,7 @@ def checkpoint_curve(checkpoints_dir: str | Path, rows: list[dict[str, Any]], ma
     from transformers import AutoModelForCausalLM
     from transformers.utils import logging as hf_logging
 
-    from ..stage import checkpoints
+    from ..checkpoints import checkpoints
 
     found = [(step, p) for step, p in checkpoints(checkpoints_dir) if (p / "config.json").exists()]
     if max_checkpoints is not None and len(found) > max_checkpoints:

@@ -24,8 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..checkpoints import AtomicCheckpoints, ResumePoint, prepare_resume, train_to_end
 from ..io import atomic_dir, write_json
-from ..launch import time_limit, world_size
+from ..launch import is_main_process, time_limit, world_size
 from .batching import Collator, LengthGroupedSampler, count_units, masked_lm_loss
 from .config import SFTConfig
 
@@ -111,7 +112,7 @@ def load_model(model_path: str | Path, cfg: SFTConfig, engine: str):
 def _trainer_class(base):
     """``base`` (TRL's SFTTrainer, possibly patched by Unsloth) with the DR-Venus loss and length-grouped batches."""
 
-    class VenusSFTTrainer(base):
+    class VenusSFTTrainer(AtomicCheckpoints, base):
         def __init__(self, *args, venus_config: SFTConfig, **kwargs):
             super().__init__(*args, **kwargs)
             self.venus_config = venus_config
@@ -326,13 +327,26 @@ RESUMABLE_FIELDS = {"engine", "gradient_checkpointing", "num_train_epochs", "max
 
 
 def resume_settings(cfg: SFTConfig, model_path: str | Path, train_rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """What defines an SFT run, for :func:`venus_utils.stage.guard_resume`: the config without
+    """What defines an SFT run, for :func:`venus_utils.checkpoints.guard_resume`: the config without
     :data:`RESUMABLE_FIELDS`, the base model and the size of the training data."""
     from dataclasses import asdict
 
     kept = {k: v for k, v in asdict(cfg).items() if k not in RESUMABLE_FIELDS}
     return {**kept, "base_model": str(model_path), "train_rows": len(train_rows),
             "train_tokens": sum(int(r["length"]) for r in train_rows)}
+
+
+def _exported_after(out_dir: Path, cfg: SFTConfig, checkpoint: str) -> bool:
+    """Whether the exported folders exist and are newer than ``checkpoint`` (a finished run rerun: nothing to do)."""
+    wanted = ([out_dir / "model"] if cfg.export_merged else []) + ([out_dir / "adapter"] if cfg.finetuning == "lora" else [])
+    made = Path(checkpoint).stat().st_mtime
+    return all(p.is_dir() and p.stat().st_mtime >= made for p in wanted)
+
+
+def finish_limits(cfg: SFTConfig) -> dict[str, Any]:
+    """The limits under which an SFT run ends (a rerun under the same limits after it ended trains nothing)."""
+    return {"max_steps": cfg.max_steps, "max_time_minutes": cfg.max_time_minutes,
+            "num_train_epochs": cfg.num_train_epochs}
 
 
 def train_sft(
@@ -345,7 +359,6 @@ def train_sft(
 ) -> SFTResult:
     """Fine-tune ``model_path`` on tokenized trajectories; returns the history and the exported folders."""
     import torch
-    from transformers.trainer_utils import get_last_checkpoint
 
     if not train_rows:
         raise ValueError("no training rows (did every trajectory get dropped? see the ExampleSet stats)")
@@ -371,26 +384,29 @@ def train_sft(
         callbacks=[time_limit(cfg.max_time_minutes), *(callbacks or [])],
         venus_config=cfg,
     )
+    checkpoints_dir = out_dir / "checkpoints"
+    point = ResumePoint()
     if cfg.resume:
-        from ..stage import guard_resume
-
-        guard_resume(out_dir / "checkpoints", resume_settings(cfg, model_path, train_rows))
-    last = get_last_checkpoint(str(out_dir / "checkpoints")) if cfg.resume and (out_dir / "checkpoints").is_dir() else None
+        point = prepare_resume(checkpoints_dir, resume_settings(cfg, model_path, train_rows), root=out_dir.parent,
+                               max_steps=cfg.max_steps, limits=finish_limits(cfg), main_process=is_main_process())
     t0 = time.perf_counter()
-    trainer.train(resume_from_checkpoint=last)
+    train_to_end(trainer, point, checkpoints_dir, cfg.max_steps, finish_limits(cfg))
     wall = time.perf_counter() - t0
-    if val_rows:
+    last = point.checkpoint
+    if val_rows and not point.finished:
         trainer.evaluate()
     acc = trainer.accelerator
     state_dict = None
     if acc.num_processes > 1 and (trainer.is_fsdp_enabled or trainer.is_deepspeed_enabled):
         state_dict = acc.get_state_dict(trainer.model)  # a collective: every process gathers, the main one writes
     model_dir = adapter_dir = None
-    if acc.is_main_process:
+    if point.finished and _exported_after(out_dir, cfg, point.checkpoint):
+        print(f"[sft] {out_dir} already holds the model exported from {point.checkpoint}")
+    elif acc.is_main_process:
         model_dir, adapter_dir = export_model(acc.unwrap_model(trainer.model), tokenizer, out_dir, engine, cfg.finetuning,
                                               merged=cfg.export_merged, state_dict=state_dict)
     acc.wait_for_everyone()
-    if not acc.is_main_process:  # the main process wrote them
+    if model_dir is None and adapter_dir is None:  # another process wrote them, or an earlier run did
         model_dir = out_dir / "model" if cfg.export_merged else None
         adapter_dir = out_dir / "adapter" if cfg.finetuning == "lora" else None
     result = SFTResult(

@@ -1,0 +1,73 @@
+"""Checkpoint bookkeeping shared by the SFT and RL stages (the trainers themselves are tested in tests/sft and tests/rl)."""
+
+import json
+
+import pytest
+
+from venus_utils.checkpoints import (checkpoints, discard_incomplete, guard_resume, is_complete, mark_finished,
+                                     resume_point)
+
+
+def _checkpoint(folder, step, complete=True):
+    path = folder / f"checkpoint-{step}"
+    path.mkdir(parents=True)
+    (path / "config.json").write_text("{}")
+    if complete:
+        (path / "trainer_state.json").write_text(json.dumps({"global_step": step}))
+    return path
+
+
+def test_guard_resume_refuses_checkpoints_made_with_other_settings(tmp_path):
+    folder = tmp_path / "04_igpo_rl"
+    guard_resume(folder, {"learning_rate": 5e-5, "questions": "600"})  # a first run records its settings
+    _checkpoint(folder, 200)
+    guard_resume(folder, {"learning_rate": 5e-5, "questions": "600"})  # the same settings: resuming is fine
+    with pytest.raises(ValueError, match=r"other settings \(filter_samples: None -> 2, questions: '600' -> '239'\)"):
+        guard_resume(folder, {"learning_rate": 5e-5, "questions": "239", "filter_samples": 2})
+    assert json.loads((folder / "resume_settings.json").read_text())["questions"] == "600"  # kept for the old run
+    discard_incomplete(folder)
+    for _, ckpt in checkpoints(folder):
+        import shutil
+
+        shutil.rmtree(ckpt)
+    guard_resume(folder, {"learning_rate": 1e-4})  # no checkpoints left: a new run starts and records its settings
+    assert json.loads((folder / "resume_settings.json").read_text()) == {"learning_rate": 1e-4}
+
+
+def test_guard_resume_stores_paths_inside_the_run_folder_relative_to_it(tmp_path):
+    run, moved = tmp_path / "run", tmp_path / "elsewhere"
+    guard_resume(run / "04", {"sft_model": str(run / "03" / "model"), "base": "/models/qwen"}, root=run)
+    stored = json.loads((run / "04" / "resume_settings.json").read_text())
+    assert stored == {"sft_model": "<run>/03/model", "base": "/models/qwen"}
+    _checkpoint(run / "04", 2)
+    run.rename(moved)
+    guard_resume(moved / "04", {"sft_model": str(moved / "03" / "model"), "base": "/models/qwen"}, root=moved)
+    with pytest.raises(ValueError, match="base"):
+        guard_resume(moved / "04", {"sft_model": str(moved / "03" / "model"), "base": "/models/other"}, root=moved)
+
+
+def test_incomplete_checkpoints_are_skipped_reported_and_removed(tmp_path):
+    _checkpoint(tmp_path, 4)
+    partial = _checkpoint(tmp_path, 8, complete=False)
+    torn = _checkpoint(tmp_path, 12)
+    (torn / "trainer_state.json").write_text('{"global_st')  # a kill while the state file was written
+    (tmp_path / ".saving" / "checkpoint-16").mkdir(parents=True)
+    assert [s for s, _ in checkpoints(tmp_path)] == [4] and not is_complete(partial)
+    said = []
+    point = resume_point(tmp_path, max_steps=20, log=said.append)
+    assert point.step == 4 and point.checkpoint.endswith("checkpoint-4") and not point.finished
+    assert not partial.exists() and not torn.exists() and not (tmp_path / ".saving").exists()
+    assert len(said) == 3 and all("interrupted" in s for s in said)
+
+
+def test_a_run_is_finished_at_max_steps_or_when_recorded_under_the_same_limits(tmp_path):
+    assert resume_point(tmp_path / "none", 10).checkpoint is None
+    _checkpoint(tmp_path, 10)
+    assert resume_point(tmp_path, 10).finished and not resume_point(tmp_path, 12).finished
+    _checkpoint(tmp_path, 15)  # stopped by its time limit before max_steps
+    limits = {"max_steps": 100, "max_time_minutes": 26.0}
+    assert not resume_point(tmp_path, 100, limits).finished
+    mark_finished(tmp_path, 15, limits)
+    assert resume_point(tmp_path, 100, limits).finished
+    assert not resume_point(tmp_path, 100, {**limits, "max_time_minutes": 40.0}).finished  # a bigger budget continues
+    assert "already finished" in resume_point(tmp_path, 100, limits).describe(100)
