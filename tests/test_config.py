@@ -13,9 +13,9 @@ def test_shared_keys_and_sections(tmp_path):
     prof = load_profile(write(tmp_path, "profile: demo\nseed: 3\noffline: true\n01_clean:\n  seed: 5\n  k: 1\n"))
     assert prof.name == "demo"
     assert prof.shared == {"seed": 3, "offline": True}
-    assert notebook_params(prof, "01_clean", {"seed", "k", "offline"}) == {"seed": 5, "k": 1, "offline": True}
+    assert notebook_params(prof, "01_clean", {"seed": 0, "k": 0, "offline": False}) == {"seed": 5, "k": 1, "offline": True}
     # shared keys a notebook does not declare are not passed to it
-    assert notebook_params(prof, "02_other", {"seed"}) == {"seed": 3}
+    assert notebook_params(prof, "02_other", {"seed": 0}) == {"seed": 3}
 
 
 def test_profile_name_defaults_to_file_stem(tmp_path):
@@ -25,7 +25,7 @@ def test_profile_name_defaults_to_file_stem(tmp_path):
 def test_undeclared_section_key_is_an_error(tmp_path):
     prof = load_profile(write(tmp_path, "01_clean:\n  typo_key: 1\n"))
     with pytest.raises(ConfigError, match="typo_key.*does not declare"):
-        notebook_params(prof, "01_clean", {"seed"})
+        notebook_params(prof, "01_clean", {"seed": 0})
 
 
 @pytest.mark.parametrize("key", ["api_key", "serper_key_id", "judge_api_key", "hf_token", "password"])

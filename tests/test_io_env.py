@@ -69,3 +69,20 @@ def test_describe_machine_and_profile_suggestion():
     assert env.suggest_profile({"cuda_available": False, "cpu_count": 2}) == "cpu"
     assert env.suggest_profile({"cuda_available": True, "gpu_memory_gb": 15}) == "colab"
     assert env.suggest_profile({"cuda_available": True, "gpu_memory_gb": 80, "vllm_installed": True}) == "paper"
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027, 0o002])
+def test_atomic_writes_get_the_mode_the_umask_gives(tmp_path, umask):
+    import os
+
+    from venus_utils.io import atomic_dir, atomic_write
+
+    old = os.umask(umask)
+    try:
+        f = atomic_write(tmp_path / "a.json", "{}")
+        with atomic_dir(tmp_path / "model") as tmp:
+            (tmp / "x").write_text("1")
+    finally:
+        os.umask(old)
+    assert f.stat().st_mode & 0o777 == 0o666 & ~umask  # not mkstemp's 0600: other users of the run can read it
+    assert (tmp_path / "model").stat().st_mode & 0o777 == 0o777 & ~umask

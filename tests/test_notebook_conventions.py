@@ -7,9 +7,8 @@ import re
 import nbformat
 import pytest
 
-from venus_utils.config import load_profile, notebook_params
+from venus_utils.config import discover_notebooks, load_profile, notebook_defaults, notebook_params
 from venus_utils.paths import NOTEBOOKS_DIR, PARAMS_DIR
-from venus_utils.pipeline import declared_parameters, discover_notebooks
 
 NOTEBOOKS = discover_notebooks()
 PROFILES = sorted(PARAMS_DIR.glob("*.yaml"))
@@ -37,7 +36,7 @@ def test_structure(path):
     assert first.cell_type == "markdown" and re.match(rf"# {path.stem[:2]} ·", first.source), "teaching intro first"
     tagged = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
     assert len(tagged) == 1, "exactly one parameters cell"
-    assert {"run_dir", "stage_dir", "profile"} <= declared_parameters(path)
+    assert {"run_dir", "stage_dir", "profile"} <= set(notebook_defaults(path))
     sources = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
     assert 'find_spec("venus_utils")' in sources, "install cell"
     assert f'Stage.start("{path.stem}"' in sources and "stage.finish(" in sources
@@ -52,7 +51,7 @@ def test_profiles_fit_the_notebooks(profile):
     stems = {nb.stem for nb in NOTEBOOKS}
     assert set(prof.sections) <= stems, f"{profile.name} has sections for missing notebooks"
     for nb in NOTEBOOKS:
-        notebook_params(prof, nb.stem, declared_parameters(nb))  # raises on undeclared keys
+        notebook_params(prof, nb.stem, notebook_defaults(nb))  # raises on undeclared keys
 
 
 @pytest.mark.parametrize("profile", PROFILES, ids=lambda p: p.stem)

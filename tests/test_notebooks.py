@@ -12,7 +12,8 @@ import math
 import pytest
 
 from venus_utils.paths import PARAMS_DIR
-from venus_utils.pipeline import discover_notebooks, run_pipeline
+from venus_utils.config import discover_notebooks
+from venus_utils.pipeline import run_pipeline
 
 pytestmark = pytest.mark.slow
 

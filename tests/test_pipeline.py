@@ -42,7 +42,7 @@ def project(tmp_path):
         FINISH.replace("NAME", '"01_second"').format(extra='assert stage.upstream_summary("00_first")["value"] == 7'),
     )
     params = tmp_path / "p.yaml"
-    params.write_text("profile: t\nseed: 11\nunused_shared: 1\n00_first:\n  value: 7\n")
+    params.write_text("profile: t\nseed: 11\n00_first:\n  value: 7\n")
     return tmp_path, nbs, params
 
 
@@ -56,7 +56,7 @@ def test_runs_in_order_and_writes_summaries(project):
     assert (out / "01_second" / "01_second.ipynb").exists()
     executed = nbformat.read(out / "00_first" / "00_first.ipynb", as_version=4)
     injected = [c for c in executed.cells if "injected-parameters" in c.metadata.get("tags", [])]
-    assert injected and "value = 7" in injected[0].source and "unused_shared" not in injected[0].source
+    assert injected and "value = 7" in injected[0].source and "seed = 11" in injected[0].source
 
 
 def test_resume_skips_up_to_date_and_reruns_changed(project):
@@ -89,6 +89,7 @@ def test_failure_names_notebook_and_cell(project):
         run_pipeline(params, tmp_path / "runs", notebooks_dir=nbs, progress=False)
     msg = str(info.value)
     assert "01_second.ipynb" in msg and "cell" in msg and "ValueError" in msg and "bad row 3" in msg
+    assert "starting `x = 1`" in msg  # the failing cell itself, not the one before it (Papermill adds cells)
 
 
 def test_upstream_missing_is_explained(project):
@@ -109,6 +110,29 @@ def test_config_errors_before_running(project):
     params.write_text("seed: 1\n")
     with pytest.raises(ConfigError, match="unknown stages"):
         run_pipeline(params, tmp_path / "runs", only="05", notebooks_dir=nbs, progress=False)
+
+
+@pytest.mark.parametrize("profile, message", [
+    ("seeed: 5\n", "shared key 'seeed' is not a parameter of any notebook (did you mean 'seed'?)"),
+    ("00_first:\n  value: ten\n", "'value' must be int like its default 1, got str 'ten'"),
+    ("seed: 1.5\n", "'seed' must be int"),
+])
+def test_bad_values_are_refused_before_any_kernel_starts(project, profile, message):
+    tmp_path, nbs, params = project
+    params.write_text(profile)
+    with pytest.raises(ConfigError) as info:
+        run_pipeline(params, tmp_path / "runs", notebooks_dir=nbs, progress=False)
+    assert message in str(info.value) and str(params) in str(info.value)
+    assert not (tmp_path / "runs" / "00_first").exists()
+
+
+def test_copies_of_stage_notebooks_are_not_stages(project):
+    from venus_utils.config import discover_notebooks
+
+    tmp_path, nbs, params = project
+    for stray in ("00_first.nbconvert.ipynb", "00_first-Copy1.ipynb", ".01_second.ipynb"):
+        (nbs / stray).write_text((nbs / "00_first.ipynb").read_text())
+    assert [nb.name for nb in discover_notebooks(nbs)] == ["00_first.ipynb", "01_second.ipynb"]
 
 
 def test_cli_exit_code_and_message(project, capsys):

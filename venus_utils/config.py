@@ -17,12 +17,15 @@ in executed notebooks.
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from .validation import check_like_default
 
 STAGE_RE = re.compile(r"^\d\d_[a-z0-9_]+$")
 SECRET_RE = re.compile(r"(^|_)(api_?keys?|apikey|secrets?|token|password|passwd|key_id)$", re.IGNORECASE)  # not max_new_tokens
@@ -91,19 +94,97 @@ def load_profile(path: str | Path) -> Profile:
     return Profile(path=path, name=name, shared=shared, sections=sections)
 
 
-def notebook_params(profile: Profile, stage: str, declared: set[str]) -> dict[str, Any]:
+def notebook_defaults(path: str | Path) -> dict[str, Any]:
+    """The values of a stage notebook's ``parameters`` cell (literals only, as the convention requires)."""
+    import ast
+
+    import papermill
+
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"{path}: notebook not found")
+    out = {}
+    for name, info in papermill.inspect_notebook(str(path)).items():
+        try:
+            out[name] = ast.literal_eval(info["default"])
+        except (ValueError, SyntaxError) as exc:
+            raise ConfigError(f"{path}: parameter {name} = {info['default']} is not a literal ({exc})") from None
+    return out
+
+
+def discover_notebooks(notebooks_dir: str | Path | None = None) -> list[Path]:
+    """The stage notebooks (``NN_name.ipynb``), in reading and dependency order; copies such as
+    ``00_setup.nbconvert.ipynb`` or ``01_x-Copy1.ipynb`` are not stages."""
+    from .paths import NOTEBOOKS_DIR
+
+    return sorted(p for p in Path(notebooks_dir or NOTEBOOKS_DIR).glob("[0-9][0-9]_*.ipynb") if STAGE_RE.match(p.stem))
+
+
+def notebook_params(profile: Profile, stage: str, defaults: dict[str, Any]) -> dict[str, Any]:
     """The parameters a notebook receives: declared shared keys plus its whole section.
 
-    Raises :class:`ConfigError` when the section sets a key the notebook's ``parameters`` cell does not
-    declare.
+    ``defaults`` are the notebook's ``parameters`` cell (name -> default).  Raises :class:`ConfigError` when the
+    section sets a key the notebook does not declare, or a value whose type differs from the default's.
     """
     section = profile.sections.get(stage, {})
-    unknown = sorted(set(section) - declared)
+    unknown = sorted(set(section) - set(defaults))
     if unknown:
         raise ConfigError(
             f"{profile.path}: section '{stage}' sets {unknown}, which notebooks/{stage}.ipynb does not declare "
-            f"in its parameters cell (declared: {sorted(declared)})"
+            f"in its parameters cell (declared: {sorted(defaults)})"
         )
-    params = {k: v for k, v in profile.shared.items() if k in declared}
+    params = {k: v for k, v in profile.shared.items() if k in defaults}
     params.update(section)
+    check_values(params, defaults, f"{profile.path}: {stage}")
     return params
+
+
+def check_values(values: dict[str, Any], defaults: dict[str, Any], where: str) -> None:
+    """Each value must have the type of the notebook default it replaces (:func:`check_like_default`)."""
+    for key, value in values.items():
+        if key in defaults:
+            problem = check_like_default(key, value, defaults[key])
+            if problem:
+                raise ConfigError(f"{where}: {problem}")
+
+
+def check_shared_keys(profile: Profile, defaults_by_stage: dict[str, dict[str, Any]]) -> None:
+    """Every shared key of ``profile`` must be a parameter of some notebook (``seeed: 5`` is a typo, not a no-op),
+    and every section must name a notebook."""
+    declared = set().union(*defaults_by_stage.values()) if defaults_by_stage else set()
+    for key in sorted(set(profile.shared) - declared):
+        close = difflib.get_close_matches(key, sorted(declared), n=1)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        raise ConfigError(f"{profile.path}: shared key '{key}' is not a parameter of any notebook{hint}")
+    unknown_sections = sorted(set(profile.sections) - set(defaults_by_stage))
+    if unknown_sections:
+        raise ConfigError(f"{profile.path}: sections {unknown_sections} match no notebook "
+                          f"(notebooks: {sorted(defaults_by_stage)})")
+
+
+#: Stages whose parameters build a config dataclass; building it checks types and ranges (``RANGES``) in seconds.
+STAGE_CONFIGS = {"03_sft_unsloth": ("venus_utils.sft.config", "SFTConfig"),
+                 "04_igpo_rl": ("venus_utils.rl.config", "IGPOConfig")}
+
+#: Parameters that name a model, file or folder; an absolute or home-relative one must exist.
+PATH_KEYS = ("base_model", "input", "tokenizer", "train_qa", "heldout_qa", "qa_file", "model")
+
+
+def check_stage_values(stage: str, params: dict[str, Any], where: str) -> None:
+    """Check what a stage will run with before any kernel or model starts: local paths exist, and the stage's config
+    (types and ranges of every setting) builds."""
+    for key in PATH_KEYS:
+        value = params.get(key)
+        if isinstance(value, str) and value.startswith(("/", "~")) and not Path(value).expanduser().exists():
+            raise ConfigError(f"{where}: '{key}' names {value}, which does not exist")
+    if stage in STAGE_CONFIGS:
+        import importlib
+        from dataclasses import fields
+
+        module, name = STAGE_CONFIGS[stage]
+        cls = getattr(importlib.import_module(module), name)
+        names = {f.name for f in fields(cls)}
+        try:
+            cls(**{k: v for k, v in params.items() if k in names})
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"{where}: {exc}") from None

@@ -16,7 +16,6 @@ Every process runs the whole script; the main process (``RANK`` 0) alone writes 
 from __future__ import annotations
 
 import argparse
-import ast
 import os
 import sys
 from pathlib import Path
@@ -24,7 +23,8 @@ from typing import Any, Callable
 
 import yaml
 
-from .config import ConfigError, load_profile, notebook_params
+from .config import (ConfigError, check_shared_keys, check_stage_values, check_values, discover_notebooks, load_profile,
+                     notebook_defaults, notebook_params)
 from .paths import NOTEBOOKS_DIR
 
 
@@ -108,22 +108,6 @@ def parse_shard(shard: str | tuple[int, int], name: str = "shard") -> tuple[int,
     return int(i), int(n)
 
 
-def notebook_defaults(stage: str, notebooks_dir: Path = NOTEBOOKS_DIR) -> dict[str, Any]:
-    """The values of the stage notebook's ``parameters`` cell (literals only, as the convention requires)."""
-    import papermill
-
-    path = notebooks_dir / f"{stage}.ipynb"
-    if not path.exists():
-        raise ConfigError(f"{path}: notebook not found")
-    out = {}
-    for name, info in papermill.inspect_notebook(str(path)).items():
-        try:
-            out[name] = ast.literal_eval(info["default"])
-        except (ValueError, SyntaxError) as exc:
-            raise ConfigError(f"{path}: parameter {name} = {info['default']} is not a literal ({exc})") from None
-    return out
-
-
 def parse_sets(items: list[str] | None) -> dict[str, Any]:
     """``["max_steps=4", "base_model=null"]`` -> ``{"max_steps": 4, "base_model": None}`` (values read as YAML)."""
     out = {}
@@ -137,14 +121,23 @@ def parse_sets(items: list[str] | None) -> dict[str, Any]:
 
 def stage_params(params_path: str | Path, stage: str, sets: dict[str, Any] | None = None,
                  notebooks_dir: Path = NOTEBOOKS_DIR) -> tuple[dict[str, Any], str]:
-    """``(parameters, profile name)`` of ``stage``: notebook defaults < profile < ``sets``; unknown keys are errors."""
+    """``(parameters, profile name)`` of ``stage``: notebook defaults < profile < ``sets``.  Unknown keys, values of
+    the wrong type or out of range, and missing local paths are errors that name the key, before anything loads."""
     profile = load_profile(params_path)
-    params = notebook_defaults(stage, notebooks_dir)
-    params.update(notebook_params(profile, stage, set(params)))
-    unknown = sorted(set(sets or {}) - set(params))
+    defaults_by_stage = {nb.stem: notebook_defaults(nb) for nb in discover_notebooks(notebooks_dir)}
+    if stage not in defaults_by_stage:
+        raise ConfigError(f"{notebooks_dir / (stage + '.ipynb')}: notebook not found")
+    check_shared_keys(profile, defaults_by_stage)
+    defaults = defaults_by_stage[stage]
+    params = dict(defaults)
+    params.update(notebook_params(profile, stage, defaults))
+    sets = sets or {}
+    unknown = sorted(set(sets) - set(params))
     if unknown:
         raise ConfigError(f"--set {unknown}: not parameters of notebooks/{stage}.ipynb (known: {sorted(params)})")
-    params.update(sets or {})
+    check_values(sets, defaults, "--set")
+    params.update(sets)
+    check_stage_values(stage, params, f"{profile.path}: {stage}")
     return params, profile.name
 
 

@@ -20,7 +20,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import ConfigError, Profile, load_profile, notebook_params
+from .config import (ConfigError, Profile, check_shared_keys, check_stage_values, discover_notebooks, load_profile,
+                     notebook_defaults, notebook_params)
 from .io import write_json
 from .paths import NOTEBOOKS_DIR, REPO_ROOT
 from .stage import SUMMARY, resolve_run_dir
@@ -40,11 +41,6 @@ class StageResult:
     output: Path
 
 
-def discover_notebooks(notebooks_dir: Path = NOTEBOOKS_DIR) -> list[Path]:
-    """The numbered notebooks, in reading (and dependency) order."""
-    return sorted(p for p in notebooks_dir.glob("[0-9][0-9]_*.ipynb") if not p.name.startswith("."))
-
-
 def select(notebooks: list[Path], only: str | None) -> list[Path]:
     if not only:
         return notebooks
@@ -54,12 +50,6 @@ def select(notebooks: list[Path], only: str | None) -> list[Path]:
     if missing:
         raise ConfigError(f"--only names unknown stages {missing}; available: {[nb.stem for nb in notebooks]}")
     return chosen
-
-
-def declared_parameters(notebook: Path) -> set[str]:
-    import papermill
-
-    return set(papermill.inspect_notebook(str(notebook)).keys())
 
 
 def _params_digest(params: dict) -> str:
@@ -82,18 +72,25 @@ def is_up_to_date(stage_dir: Path, notebook: Path, profile_path: Path, earlier: 
     return all(made >= p.stat().st_mtime for p in inputs)
 
 
+PAPERMILL_CELLS = {"injected-parameters", "papermill-error-cell-tag"}
+
+
 def _failure_message(notebook: Path, output: Path, exc: Exception) -> str:
-    cell = getattr(exc, "cell_index", None)
+    """Name the notebook, the failing cell (numbered as in the notebook the user edits: Papermill's injected and
+    error-banner cells are not counted) with its first line, and the error."""
     exec_count = getattr(exc, "exec_count", None)
     ename = getattr(exc, "ename", type(exc).__name__)
     evalue = getattr(exc, "evalue", str(exc))
-    source = ""
+    cell, source = None, ""
     try:
         import nbformat
 
         nb = nbformat.read(output, as_version=4)
-        if cell is not None and 0 <= cell < len(nb.cells):
-            source = nb.cells[cell].source.strip().splitlines()[0][:100]
+        own = [c for c in nb.cells if not PAPERMILL_CELLS & set(c.metadata.get("tags", []))]
+        for index, c in enumerate(own):
+            if any(o.get("output_type") == "error" for o in c.get("outputs", [])):
+                cell, source = index, c.source.strip().splitlines()[0][:100] if c.source.strip() else ""
+                break
     except Exception:  # the output notebook may not exist if the kernel never started
         pass
     where = f"cell {cell}" if cell is not None else "an unknown cell"
@@ -125,19 +122,19 @@ def run_pipeline(
         raise ConfigError(f"no numbered notebooks found in {notebooks_dir}")
     chosen = select(all_notebooks, only)
 
-    # Resolve every stage's parameters before running anything, so a typo fails in seconds, not after
-    # an hour of training.
+    # Resolve and check every stage's parameters (keys, types, ranges, local paths) before running anything, so a
+    # typo fails in seconds, not after an hour of training.
+    defaults_by_stage = {nb.stem: notebook_defaults(nb) for nb in all_notebooks}
+    check_shared_keys(profile, defaults_by_stage)
     plans = []
     for nb in chosen:
-        declared = declared_parameters(nb)
-        params = notebook_params(profile, nb.stem, declared)
+        defaults = defaults_by_stage[nb.stem]
+        params = notebook_params(profile, nb.stem, defaults)
+        check_stage_values(nb.stem, {**defaults, **params}, f"{profile.path}: {nb.stem}")
         stage_dir = run_dir / nb.stem
         injected = {"run_dir": str(run_dir), "stage_dir": str(stage_dir), "profile": profile.name}
-        params.update({k: v for k, v in injected.items() if k in declared})
+        params.update({k: v for k, v in injected.items() if k in defaults})
         plans.append((nb, stage_dir, params))
-    unknown_sections = sorted(set(profile.sections) - {nb.stem for nb in all_notebooks})
-    if unknown_sections:
-        raise ConfigError(f"{profile.path}: sections {unknown_sections} match no notebook in {notebooks_dir}")
 
     results: list[StageResult] = []
     bar = tqdm(plans, desc=f"pipeline [{profile.name}]", unit="stage", disable=not progress)

@@ -10,11 +10,25 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from ..validation import AT_LEAST_1, FRACTION, NON_NEGATIVE, POSITIVE, Range, check_fields
+
 INFO_GAIN_TYPES = ("log_prob_diff", "prob_diff")
 NORM_MODES = ("joint", "separate", "scaled_separate", "raw_ig")
 
 #: The pseudo answer scored at each turn boundary; the context already ends with ``<think>\n``.
 PSEUDO_ANSWER = "Now there's enough information to answer\n</think>\n<answer>\n{gt}\n</answer><|im_end|>"
+
+
+#: Allowed values of the numeric settings (types come from the annotations), checked before anything loads.
+RANGES = {
+    "ig_chunk_size": AT_LEAST_1, "gamma": FRACTION, "adv_eps": POSITIVE, "clip_ratio_low": NON_NEGATIVE,
+    "clip_ratio_high": NON_NEGATIVE, "dual_clip": Range(1), "kl_coef": NON_NEGATIVE, "learning_rate": POSITIVE,
+    "weight_decay": NON_NEGATIVE, "max_grad_norm": NON_NEGATIVE, "prompts_per_step": AT_LEAST_1,
+    "num_generations": AT_LEAST_1, "micro_batch_size": AT_LEAST_1, "max_steps": AT_LEAST_1, "save_steps": AT_LEAST_1,
+    "lora_r": NON_NEGATIVE, "temperature": POSITIVE, "top_p": Range(0, 1, low_open=True), "top_k": Range(1, also=(-1,)),
+    "max_turns": AT_LEAST_1, "max_tokens_per_turn": AT_LEAST_1, "max_context_tokens": AT_LEAST_1,
+    "vllm_tensor_parallel_size": AT_LEAST_1, "vllm_gpu_memory_utilization": Range(0, 1, low_open=True),
+}
 
 
 @dataclass
@@ -75,6 +89,7 @@ class IGPOConfig:
     seed: int = field(default=0, metadata={"help": "Seed for sampling and data order."})
 
     def __post_init__(self) -> None:
+        check_fields(self, RANGES, "IGPOConfig")
         if self.info_gain_type not in INFO_GAIN_TYPES:
             raise ValueError(f"info_gain_type must be one of {INFO_GAIN_TYPES}, got {self.info_gain_type!r}")
         if self.norm_mode not in NORM_MODES:
@@ -88,8 +103,6 @@ class IGPOConfig:
             raise ValueError("vllm_mode='server' needs vllm_server_base_url (e.g. http://127.0.0.1:8000)")
         if "{gt}" not in self.pseudo_answer:
             raise ValueError("pseudo_answer must contain the placeholder {gt}")
-        if self.num_generations < 1 or self.prompts_per_step < 1:
-            raise ValueError("num_generations and prompts_per_step must be >= 1")
         if (self.prompts_per_step * self.num_generations) % self.micro_batch_size:
             raise ValueError(f"micro_batch_size={self.micro_batch_size} must divide prompts_per_step x num_generations "
                              f"= {self.prompts_per_step * self.num_generations}")

@@ -12,6 +12,18 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from ..validation import AT_LEAST_1, FRACTION, NON_NEGATIVE, POSITIVE, Range, check_fields
+
+#: Allowed values of the numeric settings (types come from the annotations), checked before anything loads.
+RANGES = {
+    "lora_r": AT_LEAST_1, "lora_alpha": POSITIVE, "lora_dropout": Range(0, 1), "max_length": AT_LEAST_1,
+    "learning_rate": POSITIVE, "global_batch_size": AT_LEAST_1, "micro_batch_size": AT_LEAST_1,
+    "num_train_epochs": POSITIVE, "max_steps": Range(1, also=(-1,)), "max_time_minutes": POSITIVE,
+    "warmup_ratio": NON_NEGATIVE, "min_lr_ratio": FRACTION, "weight_decay": NON_NEGATIVE, "adam_beta1": Range(0, 1),
+    "adam_beta2": Range(0, 1), "max_grad_norm": NON_NEGATIVE, "logging_steps": AT_LEAST_1, "save_steps": AT_LEAST_1,
+    "save_total_limit": AT_LEAST_1, "eval_steps": AT_LEAST_1, "num_threads": AT_LEAST_1,
+}
+
 
 @dataclass
 class SFTConfig:
@@ -62,6 +74,7 @@ class SFTConfig:
         return max(1, self.global_batch_size // self.micro_batch_size)
 
     def __post_init__(self):
+        check_fields(self, RANGES, "SFTConfig")
         choices = {
             "engine": ("auto", "unsloth", "trl"),
             "finetuning": ("full", "lora"),
@@ -76,8 +89,6 @@ class SFTConfig:
             raise ValueError(f"global_batch_size {self.global_batch_size} is not a multiple of micro_batch_size {self.micro_batch_size}")
         if self.schedule_by_time and not self.max_time_minutes and self.max_steps <= 0:
             raise ValueError("schedule_by_time needs max_time_minutes or max_steps (the budget the schedule follows)")
-        if not 0 <= self.min_lr_ratio <= 1:
-            raise ValueError(f"min_lr_ratio must be in [0, 1], got {self.min_lr_ratio}")
         self.lora_target_modules = tuple(self.lora_target_modules)
 
     @classmethod
