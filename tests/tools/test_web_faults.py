@@ -7,6 +7,8 @@ import asyncio
 import json
 import time
 
+import pytest
+
 from venus_utils import protocol
 from venus_utils.tools import JinaVisit, SerperSearch, Toolbox
 
@@ -124,3 +126,55 @@ def test_keys_given_to_backends_are_used_and_hidden(stub, monkeypatch):
     assert "Summary: \nFor the goal" in page
     sent = [h.get("Authorization") for h in stub.headers]
     assert "Bearer ui-jina-KEY-8" in sent and "Bearer ui-llm-KEY-7" in sent
+
+
+def test_oversized_bodies_are_refused_on_every_path(stub, keys):
+    box = Toolbox(_search(stub, max_bytes=300), _visit(stub, max_bytes=100))
+    model_view = json.loads(box.call_sync("search", {"query": ["big"]}))
+    assert model_view[0]["message"] == "Google search failed for 'big': the response is larger than 300 bytes. Please try again later."
+    raw = box.call_sync("search", {"query": ["big"]}, raw=True)
+    assert raw == model_view[0]["message"]
+    assert stub.hits["search:big"] == 2  # refused at once, not retried
+    page = box.call_sync("visit", {"url": ["https://s/big"], "goal": "Find it."})
+    assert protocol.VISIT_FAILED_SUMMARY in page and "[visit error: the response is larger than 100 bytes]" in page
+    roomy = Toolbox(_search(stub, max_bytes=100_000), _visit(stub))
+    assert roomy.call_sync("search", {"query": ["big"]}, raw=True).startswith("A Google search for 'big' found 10 results")
+
+
+def _web_cli(stub, monkeypatch, capsys, *argv):
+    """``python -m venus_utils.tools`` in this process against the stub; ``(stdout, stderr, seconds)``."""
+    from venus_utils.tools.__main__ import main
+
+    monkeypatch.setenv("SERPER_API_URL", stub.url + "/search")
+    monkeypatch.setenv("JINA_READER_URL", stub.url + "/reader")
+    monkeypatch.delenv("API_BASE", raising=False)  # visit keeps the page's own sentences: a leaked key would show
+    monkeypatch.setattr("venus_utils.env.load_dotenv_files", lambda *a: [])
+    t0 = time.monotonic()
+    assert main(list(argv)) == 0
+    elapsed = time.monotonic() - t0
+    out = capsys.readouterr()
+    return out.out, out.err, elapsed
+
+
+CLI_OUTPUT_PATHS = {
+    "search": lambda fault: ["search", f"q {fault}", "--backend", "serper"],
+    "search --raw": lambda fault: ["search", f"q {fault}", "--backend", "serper", "--raw"],
+    "visit": lambda fault: ["visit", f"https://s/{fault}", "--goal", "Find it.", "--backend", "jina"],
+}
+
+
+@pytest.mark.parametrize("path", sorted(CLI_OUTPUT_PATHS))
+def test_cli_output_is_bounded_by_timeout(path, stub, keys, monkeypatch, capsys):
+    timeout = 1.0  # the stub hangs for 20 s; each HTTP attempt would wait up to 30-60 s
+    out, err, elapsed = _web_cli(stub, monkeypatch, capsys, *CLI_OUTPUT_PATHS[path]("hang"), "--timeout", str(timeout))
+    assert out.strip() == "Tool execution timed out after 1 seconds."
+    assert elapsed < timeout * 3  # a generous bound: it returned because of the timeout, not the server
+
+
+@pytest.mark.parametrize("path", sorted(CLI_OUTPUT_PATHS))
+def test_cli_output_masks_echoed_keys(path, stub, keys, monkeypatch, capsys):
+    out, err, _ = _web_cli(stub, monkeypatch, capsys, *CLI_OUTPUT_PATHS[path]("leakkey"), "--timeout", "10")
+    assert stub.hits  # the server was asked and echoed the key it received
+    for value in keys.values():
+        assert value not in out and value not in err
+    assert "***" in out

@@ -3,6 +3,9 @@
 ``--model`` is a local model folder (transformers) or an ``http(s)://host:port/v1`` OpenAI-compatible server
 (add ``--tokenizer DIR`` for exact token ids).  ``--tools local`` (default) needs ``--world DIR``; ``--tools web``
 uses Serper + Jina with the keys from the environment / ``.env``.
+
+Inputs are checked before the model loads: a missing world folder, model or question file, a file where a
+folder is expected (or the reverse), or an empty question file exits 2 with one message naming the path.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import argparse
 import asyncio
 import json
 import sys
+from pathlib import Path
 
 from ..env import redact
 
@@ -31,20 +35,74 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="the system prompt the model was trained with (compact: the offline profiles)")
 
 
-def _setup(args):
+MODEL_HINT = "expected a save_pretrained model folder or an http(s)://host:port/v1 server"
+
+
+def _output_file(parser: argparse.ArgumentParser, path: str | None, what: str) -> None:
+    """Refuse a folder where ``what`` (a file to write) is expected; create its parent folder."""
+    if path is None:
+        return
+    hint = "expected a .jsonl file to write, its folder created if missing"
+    if Path(path).is_dir():
+        parser.error(f"{what} is a folder: {path} ({hint})")
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # e.g. a file where a parent folder should be
+        parser.error(f"cannot create the folder of the {what} {path}: {exc.strerror or exc} ({hint})")
+
+
+def _model_paths(parser: argparse.ArgumentParser, args) -> None:
+    """A local ``--model`` is a folder with ``config.json``; ``--tokenizer`` is a folder (never a Hub download)."""
+    if not args.model.startswith(("http://", "https://")):
+        model = Path(args.model)
+        if not model.exists():
+            parser.error(f"model folder not found: {model} ({MODEL_HINT})")
+        if not model.is_dir():
+            parser.error(f"not a model folder: {model} is a file ({MODEL_HINT})")
+        if not (model / "config.json").is_file():
+            parser.error(f"not a model folder: {model} has no config.json ({MODEL_HINT})")
+    if args.tokenizer and not Path(args.tokenizer).is_dir():
+        parser.error(f"tokenizer folder not found: {args.tokenizer} (expected the folder of the model's tokenizer, "
+                     "e.g. its save_pretrained folder)")
+
+
+def _setup(parser: argparse.ArgumentParser, args):
+    """``(backend, tools, cfg, questions)``, every path checked before the model loads; a bad input ends in
+    ``parser.error`` (one message, exit 2)."""
     from ..tools import make_toolbox
     from .backends import load_backend
     from .loop import AgentConfig
 
     if args.tools == "local" and not args.world:
-        raise SystemExit("--tools local needs --world DIR (build one with `python -m venus_utils.world build --out DIR`)")
+        parser.error("--tools local needs --world DIR (build one with `python -m venus_utils.world build --out DIR`)")
+    questions = None
+    if args.command == "ask" and not args.question.strip():
+        parser.error("the question is empty")
+    if args.command == "run":
+        from .runner import load_questions
+
+        try:
+            questions = load_questions(args.input)
+        except (OSError, ValueError) as exc:  # missing, a folder, empty, unreadable or without a question column
+            parser.error(str(exc))
+    _model_paths(parser, args)
+    _output_file(parser, getattr(args, "output", None), "output")
+    _output_file(parser, getattr(args, "trace", None), "trace")
     overrides = {k: v for k, v in {"max_turns": args.max_turns, "max_new_tokens": args.max_new_tokens,
                                    "temperature": args.temperature}.items() if v is not None}
     overrides["system_prompt_style"] = args.system_prompt_style
     cfg = AgentConfig.rl(**overrides) if args.mode == "rl" else AgentConfig(**overrides)
-    tools = make_toolbox(args.tools, world_dir=args.world, timeout=args.tool_timeout)
-    backend = load_backend(args.model, device=args.device, served_model_name=args.served_model_name, tokenizer=args.tokenizer)
-    return backend, tools, cfg
+    try:
+        tools = make_toolbox(args.tools, world_dir=args.world, timeout=args.tool_timeout)
+    except (OSError, ValueError) as exc:  # a missing or malformed world folder
+        parser.error(str(exc))
+    try:
+        backend = load_backend(args.model, device=args.device, served_model_name=args.served_model_name,
+                               tokenizer=args.tokenizer)
+    except (OSError, ValueError) as exc:  # e.g. a model folder without weights or tokenizer files
+        detail = (str(exc).strip() or type(exc).__name__).splitlines()[0]
+        parser.error(f"cannot load the model {args.model}: {detail} ({MODEL_HINT})")
+    return backend, tools, cfg, questions
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -64,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--token-ids", action="store_true", help="store prompt/completion ids and the mask")
     _common(run)
     args = parser.parse_args(argv)
-    backend, tools, cfg = _setup(args)
+    backend, tools, cfg, questions = _setup(parser, args)
     if args.command == "ask":
         from ..io import dumps_json
         from .loop import run_agent
@@ -80,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from .runner import run_file
 
-    summary = run_file(args.input, args.output, backend, tools, cfg, samples=args.samples, workers=args.workers,
+    summary = run_file(questions, args.output, backend, tools, cfg, samples=args.samples, workers=args.workers,
                        limit=args.limit, token_ids=args.token_ids)
     print(json.dumps(summary, indent=2))
     return 0

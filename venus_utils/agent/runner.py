@@ -21,12 +21,32 @@ from ..io import atomic_write, dumps_json
 from .loop import AgentConfig, run_agent
 
 
+QUESTION_FILE = "a .jsonl or .csv with a 'question' column, or a verl-schema .parquet"
+
+
+def _blank(path: Path) -> bool:
+    with path.open("rb") as fh:
+        return not fh.read(1 << 16).strip() and not fh.read(1)
+
+
 def load_questions(path: str | Path) -> list[dict]:
     """``[{index, question, gt, data_source}]`` from a verl-schema parquet, JSONL or CSV question file
-    (read by :func:`venus_utils.eval.loaders.load_questions`; answers are optional here)."""
+    (read by :func:`venus_utils.eval.loaders.load_questions`; answers are optional here).
+
+    A missing file, a folder, an empty file or one without a single question raises (FileNotFoundError,
+    IsADirectoryError, ValueError) with a message that names the path and what it should be."""
     from ..eval.loaders import load_questions as load_question_table
 
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"question file not found: {path} (expected {QUESTION_FILE})")
+    if path.is_dir():
+        raise IsADirectoryError(f"not a question file: {path} is a folder (expected {QUESTION_FILE})")
+    if _blank(path):
+        raise ValueError(f"question file is empty: {path} (expected {QUESTION_FILE})")
     table = load_question_table(path, require_answer=False)
+    if table.empty:
+        raise ValueError(f"question file has no questions: {path} (expected {QUESTION_FILE})")
     return [{"index": r.id, "question": r.question, "gt": r.answer or None, "data_source": r.source}
             for r in table.itertuples(index=False)]
 
@@ -47,10 +67,12 @@ def _done(output: Path) -> set[tuple[str, int]]:
     return done
 
 
-async def run_file_async(input_path: str | Path, output_path: str | Path, backend: Any, tools: Any,
+async def run_file_async(input_path: str | Path | list[dict], output_path: str | Path, backend: Any, tools: Any,
                          cfg: AgentConfig | None = None, samples: int = 1, workers: int = 4,
                          limit: int | None = None, token_ids: bool = False, progress: bool = True) -> dict:
-    questions = load_questions(input_path)[:limit]
+    """Answer ``input_path`` (a question file, or the rows :func:`load_questions` read from one) into the
+    JSONL ``output_path``; returns a summary (questions, skipped, ran, terminations, output)."""
+    questions = (input_path if isinstance(input_path, list) else load_questions(input_path))[:limit]
     output = Path(output_path)
     output.parent.mkdir(parents=True, exist_ok=True)
     done = _done(output)

@@ -2,13 +2,14 @@
 ``python -m venus_utils.tools visit URL [URL ...] --goal "..." [--backend local|jina] [--world DIR] [--timeout S]``
 
 Prints exactly what the model would see inside ``<tool_response>`` (``--raw``: the raw Serper text of
-REDSearcher trajectories).  A failing tool still exits 0: the failure is in the text.
+REDSearcher trajectories); every output goes through the toolbox, so ``--timeout`` bounds it and keys are
+masked.  A failing tool still exits 0: the failure is in the text.  A bad argument (a missing world folder,
+a file where a folder is expected, a non-positive timeout) exits 2 with one message.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 
 from .toolbox import Toolbox, make_toolbox
@@ -32,20 +33,20 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--top-k", type=int, default=None)
         p.add_argument("--cache-dir", default=None)
     args = parser.parse_args(argv)
+    if not args.timeout > 0:
+        parser.error(f"--timeout must be a positive number of seconds, got {args.timeout:g}")
+    if args.top_k is not None and args.top_k < 1:
+        parser.error(f"--top-k must be at least 1, got {args.top_k}")
     knobs = {"top_k": args.top_k} if args.top_k else {}
     backend = "local" if args.backend == "local" else "web"
     if backend == "local" and not args.world:
         parser.error("the local backend needs --world DIR (build one with `python -m venus_utils.world build --out DIR`)")
-    box: Toolbox = make_toolbox(backend, world_dir=args.world, timeout=args.timeout, cache_dir=args.cache_dir, **knobs)
-    if args.tool == "search" and args.raw:
-        from .search import raw_search_text
-
-        results = box.search_backend.results(args.queries)
-        results = asyncio.run(results) if asyncio.iscoroutine(results) else results
-        print(raw_search_text(results))
-        return 0
+    try:
+        box: Toolbox = make_toolbox(backend, world_dir=args.world, timeout=args.timeout, cache_dir=args.cache_dir, **knobs)
+    except (OSError, ValueError) as exc:  # a missing or malformed world folder, a cache folder that is a file
+        parser.error(str(exc))
     arguments = {"query": args.queries} if args.tool == "search" else {"url": args.urls, "goal": args.goal}
-    print(box.call_sync(args.tool, arguments))
+    print(box.call_sync(args.tool, arguments, raw=args.tool == "search" and args.raw))
     return 0
 
 

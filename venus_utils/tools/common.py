@@ -3,8 +3,9 @@
 Every HTTP call goes through :func:`request` (httpx + tenacity): each attempt is bounded by ``timeout``
 seconds as a whole (a slow-dripping body cannot stretch it), transient failures (connection errors,
 timeouts, 408/425/429/5xx, unparseable bodies) are retried with exponential back-off and jitter, and the
-last error is raised for the tool to turn into text for the model.  Keys travel in headers only, and every
-error text is passed through :func:`venus_utils.env.redact`.
+last error is raised for the tool to turn into text for the model.  A body larger than ``max_bytes`` is
+refused (:class:`ToolFailure`, not retried).  Keys travel in headers only, and every error text is passed
+through :func:`venus_utils.env.redact`.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from ..env import redact
 from ..io import atomic_write
 
 RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+MAX_RESPONSE_BYTES = 16 * 2**20  # per HTTP response body, decoded (a visited page is cut to far less anyway)
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,20 @@ def describe_error(exc: BaseException) -> str:
     return redact(text)
 
 
+async def _bounded_send(client: httpx.AsyncClient, method: str, url: str, max_bytes: int, **kwargs: Any) -> httpx.Response:
+    """The response with its body read in full, or :class:`ToolFailure` once the body passes ``max_bytes``."""
+    async with client.stream(method, url, **kwargs) as response:
+        body = bytearray()
+        async for chunk in response.aiter_bytes():
+            body += chunk
+            if len(body) > max_bytes:
+                raise ToolFailure(f"the response is larger than {max_bytes} bytes")
+    # ``body`` is already decoded: drop the transfer headers that described the encoded stream
+    headers = [(k, v) for k, v in response.headers.multi_items()
+               if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
+    return httpx.Response(response.status_code, headers=headers, content=bytes(body), request=response.request)
+
+
 async def request(
     client: httpx.AsyncClient,
     method: str,
@@ -70,13 +86,15 @@ async def request(
     attempts: int = 3,
     backoff: float = 0.5,
     max_backoff: float = 8.0,
+    max_bytes: int = MAX_RESPONSE_BYTES,
     parse: Callable[[httpx.Response], Any] | None = None,
     **kwargs: Any,
 ) -> Any:
-    """``client.request`` with per-attempt timeouts and tenacity retries; returns ``parse(response)``.
+    """``client.request`` with per-attempt timeouts, a body size limit and tenacity retries; returns
+    ``parse(response)``.
 
     ``parse`` (default: the response itself) may raise :class:`TransientError` to ask for another attempt,
-    e.g. for malformed JSON.  Non-transient HTTP errors (401, 404, ...) are raised at once.
+    e.g. for malformed JSON.  Non-transient HTTP errors (401, 404, ...) and oversized bodies are raised at once.
     """
     retrying = AsyncRetrying(
         stop=stop_after_attempt(max(1, attempts)),
@@ -86,7 +104,8 @@ async def request(
     )
     async for attempt in retrying:
         with attempt:
-            response = await asyncio.wait_for(client.request(method, url, timeout=timeout, **kwargs), timeout)
+            response = await asyncio.wait_for(
+                _bounded_send(client, method, url, max_bytes, timeout=timeout, **kwargs), timeout)
             if response.status_code in RETRY_STATUS:
                 raise TransientError(f"HTTP {response.status_code}")
             response.raise_for_status()
@@ -106,6 +125,8 @@ class DiskCache:
 
     def __init__(self, folder: str | Path | None):
         self.folder = Path(folder) if folder else None
+        if self.folder is not None and self.folder.exists() and not self.folder.is_dir():
+            raise NotADirectoryError(f"cache folder is a file: {self.folder} (expected a folder; a missing one is created)")
 
     def _path(self, key: Any) -> Path:
         digest = hashlib.sha256(json.dumps(key, sort_keys=True, ensure_ascii=False).encode()).hexdigest()

@@ -17,7 +17,7 @@ import httpx
 
 from .. import protocol
 from ..env import secret
-from .common import DiskCache, SearchHit, ToolFailure, describe_error, json_body, request, words
+from .common import MAX_RESPONSE_BYTES, DiskCache, SearchHit, ToolFailure, describe_error, json_body, request, words
 
 SERPER_URL = "https://google.serper.dev/search"
 
@@ -111,6 +111,9 @@ class LocalSearch:
     async def search(self, queries: list[str]) -> str:
         return model_search_text(self.results(queries))
 
+    async def raw_search(self, queries: list[str]) -> str:
+        return raw_search_text(self.results(queries))
+
 
 @dataclass
 class SerperSearch:
@@ -125,6 +128,7 @@ class SerperSearch:
     timeout: float = 30.0  # seconds per HTTP attempt
     attempts: int = 3  # HTTP attempts per query
     backoff: float = 0.5  # first back-off, seconds (exponential, with jitter)
+    max_bytes: int = MAX_RESPONSE_BYTES  # per response body
     cache_dir: str | None = None
     api_key: str | None = field(default=None, repr=False)  # overrides SERPER_KEY_ID (e.g. typed in the web demo)
     name: str = "serper"
@@ -153,7 +157,7 @@ class SerperSearch:
             raise ToolFailure("SERPER_KEY_ID is not set")
         data = await request(
             client, "POST", self.api_url, json=self.payload(query, self.top_k), timeout=self.timeout,
-            attempts=self.attempts, backoff=self.backoff, parse=json_body,
+            attempts=self.attempts, backoff=self.backoff, max_bytes=self.max_bytes, parse=json_body,
             headers={"X-API-KEY": api_key, "Content-Type": "application/json"},
         )
         if not isinstance(data, dict):
@@ -179,3 +183,6 @@ class SerperSearch:
 
     async def search(self, queries: list[str]) -> str:
         return model_search_text(await self.results(queries))
+
+    async def raw_search(self, queries: list[str]) -> str:
+        return raw_search_text(await self.results(queries))

@@ -2,7 +2,8 @@
 
 ``await toolbox.call(name, arguments)`` always returns the text that goes inside ``<tool_response>``: a
 malformed argument, an unknown tool, a timeout or an exception become DR-Venus's error messages, so a
-rollout never crashes on a tool (rl-inference §2 failure cases, §3.3).
+rollout never crashes on a tool (rl-inference §2 failure cases, §3.3).  ``raw=True`` asks a search for the
+raw Serper text of REDSearcher trajectories instead; it goes through the same timeout and key masking.
 """
 
 from __future__ import annotations
@@ -40,11 +41,13 @@ class Toolbox:
     def names(self) -> tuple[str, ...]:
         return ("search", "visit")
 
-    async def _dispatch(self, name: str, arguments: dict) -> str:
+    async def _dispatch(self, name: str, arguments: dict, raw: bool = False) -> str:
         if name == "search":
             queries = _as_str_list(arguments.get("query", arguments.get("queries")))
             if queries is None:
                 return SEARCH_ARGS_ERROR
+            if raw:
+                return await self.search_backend.raw_search(queries)
             return await self.search_backend.search(queries)
         if name == "visit":
             urls = _as_str_list(arguments.get("url", arguments.get("urls")))
@@ -65,13 +68,14 @@ class Toolbox:
                     text = text.replace(key, "***")
         return text
 
-    async def call(self, name: str, arguments: dict | None) -> str:
-        """Run one call; never raises (except on cancellation of the caller)."""
+    async def call(self, name: str, arguments: dict | None, raw: bool = False) -> str:
+        """Run one call; never raises (except on cancellation of the caller).  ``raw``: a search returns the
+        raw Serper text (as in REDSearcher trajectories) instead of the model's JSON; visit ignores it."""
         self.stats["calls"] += 1
         if not isinstance(arguments, dict):
             arguments = {}
         try:
-            text = await asyncio.wait_for(self._dispatch(name, arguments), self.timeout)
+            text = await asyncio.wait_for(self._dispatch(name, arguments, raw), self.timeout)
         except asyncio.TimeoutError:
             self.stats["timeouts"] += 1
             return f"Tool execution timed out after {self.timeout:g} seconds."
@@ -83,8 +87,8 @@ class Toolbox:
     async def run(self, call: ToolCall) -> str:
         return await self.call(call.name, call.arguments)
 
-    def call_sync(self, name: str, arguments: dict | None) -> str:
-        return asyncio.run(self.call(name, arguments))
+    def call_sync(self, name: str, arguments: dict | None, raw: bool = False) -> str:
+        return asyncio.run(self.call(name, arguments, raw))
 
 
 def make_toolbox(
@@ -96,13 +100,21 @@ def make_toolbox(
 ) -> Toolbox:
     """``local``: BM25 + page extracts over ``world_dir`` (settings from its world.json, ``knobs`` override:
     top_k, snippet_chars, max_sentences, with_evidence); ``web``: Serper + Jina (+ extractor), keys from the
-    environment, ``knobs`` passed to both (e.g. attempts, backoff, top_k)."""
+    environment, ``knobs`` passed to both (e.g. attempts, backoff, max_bytes, top_k).
+
+    A missing world folder, or a file in its place, raises FileNotFoundError / NotADirectoryError with a
+    message that names the path; so does a cache folder that is a file."""
     if backend == "local":
         from .search import LocalSearch
         from .visit import LocalVisit
 
         if world_dir is None:
             raise ValueError("the local tools need world_dir (a folder built by `python -m venus_utils.world build`)")
+        hint = f"build one with `python -m venus_utils.world build --out {world_dir}`"
+        if not Path(world_dir).exists():
+            raise FileNotFoundError(f"world folder not found: {world_dir} ({hint})")
+        if not Path(world_dir).is_dir():
+            raise NotADirectoryError(f"not a world folder: {world_dir} is a file ({hint})")
         search_knobs = {k: knobs[k] for k in ("top_k", "snippet_chars") if k in knobs}
         visit_knobs = {k: knobs[k] for k in ("max_sentences", "with_evidence") if k in knobs}
         return Toolbox(LocalSearch.from_world(world_dir, **search_knobs), LocalVisit.from_world(world_dir, **visit_knobs),
@@ -112,7 +124,7 @@ def make_toolbox(
         from .visit import JinaVisit
 
         cache = str(cache_dir) if cache_dir else None
-        shared = {k: knobs[k] for k in ("attempts", "backoff") if k in knobs}
+        shared = {k: knobs[k] for k in ("attempts", "backoff", "max_bytes") if k in knobs}
         search = SerperSearch(cache_dir=cache, top_k=knobs.get("top_k", 10), timeout=knobs.get("http_timeout", 30.0), **shared)
         visit = JinaVisit(cache_dir=cache, timeout=knobs.get("http_timeout", 60.0), **shared)
         return Toolbox(search, visit, timeout=timeout)

@@ -21,7 +21,8 @@ import httpx
 
 from .. import protocol
 from ..env import secret
-from .common import DiskCache, ToolFailure, TransientError, describe_error, json_body, request, words
+from .common import (MAX_RESPONSE_BYTES, DiskCache, ToolFailure, TransientError, describe_error, json_body, request,
+                     words)
 
 JINA_URL = "https://r.jina.ai"
 _SENTENCE_RE = re.compile(r"(?<=[.!?])\s+")
@@ -128,6 +129,7 @@ class JinaVisit:
     extractor_attempts: int = 3  # extractor calls until a JSON reply parses (the page shrinks to 70% each time)
     backoff: float = 0.5
     max_page_chars: int = 380_000  # ~95K tokens at ~4 characters per token (DR-Venus truncates at 95K tokens)
+    max_bytes: int = MAX_RESPONSE_BYTES  # per response body (reader and extractor)
     temperature: float = 0.7
     max_sentences: int = 5  # extractive fallback without an extractor
     cache_dir: str | None = None
@@ -145,7 +147,7 @@ class JinaVisit:
         key = self.jina_key or secret("JINA_API_KEYS")
         headers = {"Authorization": f"Bearer {key.split(',')[0].strip()}"} if key else {}
         response = await request(client, "GET", f"{self.reader_url}/{url}", headers=headers, timeout=self.timeout,
-                                 attempts=self.attempts, backoff=self.backoff)
+                                 attempts=self.attempts, backoff=self.backoff, max_bytes=self.max_bytes)
         text = response.text
         if not text.strip() or text.startswith(_FAILED_PREFIXES) or text == "[visit] Empty content.":
             raise ToolFailure("the reader returned no content")
@@ -161,7 +163,7 @@ class JinaVisit:
             try:
                 data = await request(client, "POST", f"{self.api_base.rstrip('/')}/chat/completions", json=body,
                                      headers=headers, timeout=self.timeout, attempts=self.attempts,
-                                     backoff=self.backoff, parse=json_body)
+                                     backoff=self.backoff, max_bytes=self.max_bytes, parse=json_body)
                 return parse_extractor_reply(str(data["choices"][0]["message"]["content"] or ""))
             except (ToolFailure, KeyError, IndexError, TypeError) as exc:
                 last = exc

@@ -1,9 +1,14 @@
-"""``python -m venus_utils.world build --out DIR [--seed N] [--size small|medium] [--n-worlds K] ...``"""
+"""``python -m venus_utils.world build --out DIR [--seed N] [--size small|medium] [--n-worlds K] ...``
+
+A bad argument (``--out`` naming a file, or a folder that cannot be created; settings that
+:class:`WorldConfig` refuses) exits 2 with one message before anything is generated.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 from .build import WorldConfig, build_world
 
@@ -23,10 +28,21 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--visit-policy", default="always", choices=["always", "needed"])
     b.add_argument("--max-trajectories", type=int, default=None)
     args = parser.parse_args(argv)
-    meta = build_world(args.out, seed=args.seed, size=args.size, n_worlds=args.n_worlds,
-                       heldout_worlds=args.heldout_worlds, search_top_k=args.top_k, snippet_chars=args.snippet_chars,
-                       visit_max_sentences=args.visit_sentences, visit_policy=args.visit_policy,
-                       max_trajectories=args.max_trajectories)
+    settings = dict(seed=args.seed, size=args.size, n_worlds=args.n_worlds, heldout_worlds=args.heldout_worlds,
+                    search_top_k=args.top_k, snippet_chars=args.snippet_chars, visit_max_sentences=args.visit_sentences,
+                    visit_policy=args.visit_policy, max_trajectories=args.max_trajectories)
+    try:
+        WorldConfig(**settings)
+    except ValueError as exc:
+        parser.error(str(exc))
+    out, hint = Path(args.out), "expected a folder for the world, created if missing"
+    if out.exists() and not out.is_dir():
+        parser.error(f"--out is a file: {out} ({hint})")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # e.g. a file where a parent folder should be
+        parser.error(f"cannot create the world folder {out}: {exc.strerror or exc} ({hint})")
+    meta = build_world(out, **settings)
     print(json.dumps({"out": args.out, "counts": meta["counts"], "trajectories": meta["trajectories"]}, indent=2))
     return 0
 
