@@ -78,8 +78,9 @@ test-core: $(ENV_STAMP) browser
 test-unsloth: $(UVENV)/.stamp
 	VENUS_UNSLOTH_ENV=1 $(UVENV)/bin/python -m pytest -m unsloth -p no:cacheprovider $(PYTEST_ARGS)
 
+# Containers and cloud VMs run as root, which JupyterLab refuses without --allow-root.
 lab: $(ENV_STAMP)
-	$(VENV)/bin/jupyter lab notebooks/
+	$(VENV)/bin/jupyter lab notebooks/ $(if $(filter 0,$(shell id -u)),--allow-root)
 
 bench: $(ENV_STAMP)
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(VENV)/bin/python $$b || exit 1; done

@@ -126,6 +126,18 @@ def test_bad_values_are_refused_before_any_kernel_starts(project, profile, messa
     assert not (tmp_path / "runs" / "00_first").exists()
 
 
+def test_only_warns_about_later_stages_left_stale(project, capsys):
+    from venus_utils.pipeline import stale_stages
+
+    tmp_path, nbs, params = project
+    out = tmp_path / "runs"
+    run_pipeline(params, out, notebooks_dir=nbs, progress=False)
+    results = run_pipeline(params, out, only="00", notebooks_dir=nbs, progress=False)
+    assert stale_stages(out, sorted(nbs.glob("*.ipynb")), results) == ["01_second"]
+    captured = capsys.readouterr()
+    assert "[stale] 01_second" in captured.out + captured.err
+
+
 def test_copies_of_stage_notebooks_are_not_stages(project):
     from venus_utils.config import discover_notebooks
 

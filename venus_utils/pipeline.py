@@ -169,7 +169,21 @@ def run_pipeline(
         seconds = time.perf_counter() - t0
         results.append(StageResult(nb.stem, "ran", seconds, output))
         tqdm.write(f"[done] {nb.stem} in {seconds:.1f}s -> {stage_dir}")
+    for stale in stale_stages(run_dir, all_notebooks, results):
+        tqdm.write(f"[stale] {stale}: made from earlier outputs that this run replaced; rerun it "
+                   f"(--only {stale[:2]}, or --resume without --only)")
     return results
+
+
+def stale_stages(run_dir: Path, notebooks: list[Path], results: list[StageResult]) -> list[str]:
+    """Finished stages that did not run now but come after one that did (``--only``): their outputs were made
+    from what that stage has just replaced."""
+    ran = [r.stage for r in results if r.status == "ran"]
+    if not ran:
+        return []
+    done = {r.stage for r in results}
+    return [nb.stem for nb in notebooks
+            if nb.stem > ran[0] and nb.stem not in done and (run_dir / nb.stem / SUMMARY).exists()]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -189,6 +203,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     ran = sum(r.status == "ran" for r in results)
     print(f"pipeline finished: {ran} stage(s) ran, {len(results) - ran} skipped")
+    run_dir = resolve_run_dir(args.out or f"runs/{load_profile(args.params).name}").resolve()
+    stale = stale_stages(run_dir, discover_notebooks(), results)
+    if stale:
+        print(f"stale stages (made from outputs this run replaced): {', '.join(stale)}")
     return 0
 
 
