@@ -3,6 +3,10 @@
 Every backend answers ``await backend.generate(conversation, sampling) -> Generation``.  Backends with a
 tokenizer (``.chat``) return the exact sampled token ids.  ``TransformersBackend`` batches the requests of
 concurrent rollouts (a group of RL rollouts, ``--workers`` questions) into one padded ``generate`` call.
+
+Local model folders are loaded by :func:`load_pretrained` only: one ``from_pretrained`` at a time in the process
+(transformers patches global state while it loads, so two concurrent loads corrupt each other, sometimes for
+the rest of the process) and one model per (folder, device), shared by the backends that use it.
 """
 
 from __future__ import annotations
@@ -11,7 +15,10 @@ import asyncio
 import os
 import re
 import threading
+import weakref
+from collections import OrderedDict
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 from ..env import redact, secret
@@ -65,13 +72,107 @@ def finish_ids(chat: ChatTokens, ids: list[int], stops: tuple[str, ...]) -> Gene
     return Generation(text, ids, "stop" if (ended or stopped) else "length")
 
 
-class TransformersBackend:
-    """Any HF causal LM; requests from concurrent rollouts are batched (left padding) into one ``generate``."""
+# --------------------------------------------------------------------------------------------------------
+# Local model folders: loaded once per (folder, device), shared
+# --------------------------------------------------------------------------------------------------------
+_LOAD_LOCK = threading.Lock()  # one load at a time, process-wide; concurrent loads of one model wait for the first
+_CACHE_LOCK = threading.Lock()  # guards the two tables below (held briefly: a cached model never waits for a load)
+_LOADED: dict[tuple[str, str], tuple[tuple, "weakref.ref", Any]] = {}  # (folder, device) -> (files, model, tokenizer)
+_KEPT: "OrderedDict[tuple[str, str], Any]" = OrderedDict()  # models held although no backend uses them (``keep=True``)
+MAX_KEPT_MODELS = 2  # the most models ``keep=True`` holds in memory; the least recently used one is let go
 
-    def __init__(self, model: Any, tokenizer: Any, max_batch: int = 16, seed: int | None = 0, device: str | None = None):
+
+def _folder_files(folder: str) -> tuple:
+    """(name, size, mtime) of the folder's files: a folder saved again (a new checkpoint) is loaded again."""
+    entries = []
+    for f in sorted(Path(folder).iterdir()):
+        if f.is_file():
+            st = f.stat()
+            entries.append((f.name, st.st_size, st.st_mtime_ns))
+    return tuple(entries)
+
+
+def _cached(key: tuple[str, str], files: tuple, keep: bool, loaded: tuple[Any, Any] | None = None):
+    """The loaded ``(model, tokenizer)`` of ``key`` if its files have not changed (or record ``loaded``)."""
+    with _CACHE_LOCK:
+        for gone in [k for k, (_, ref, _) in _LOADED.items() if ref() is None]:
+            del _LOADED[gone]
+        if loaded is not None:
+            _LOADED[key] = (files, weakref.ref(loaded[0]), loaded[1])
+            _KEPT.pop(key, None)  # an older version of the folder
+        entry = _LOADED.get(key)
+        model = entry[1]() if entry is not None and entry[0] == files else None
+        if model is None:
+            return None
+        if keep:
+            _KEPT[key] = model
+            _KEPT.move_to_end(key)
+            while len(_KEPT) > MAX_KEPT_MODELS:
+                _KEPT.popitem(last=False)
+        return model, entry[2]
+
+
+def load_pretrained(path: str | os.PathLike, device: str = "cpu", keep: bool = False) -> tuple[Any, Any]:
+    """``(model, tokenizer)`` of a local model folder (``save_pretrained`` output) on ``device``, in eval mode.
+
+    The one way this package loads a model folder for generation.  A model is loaded once per (folder, device)
+    and shared for as long as anything uses it; loads run one at a time in the process, and a caller that
+    finds its model loading waits for that load instead of starting its own.  ``keep=True`` also holds the
+    model after its last user is gone (the web demo: each run would otherwise load it again), at most
+    :data:`MAX_KEPT_MODELS` of them.  A failed load leaves nothing behind: the next call tries again.
+    Callers share the model, so they must not train or modify it in place.
+    """
+    folder = os.path.realpath(os.fspath(path))
+    if not os.path.isdir(folder):
+        raise FileNotFoundError(f"{path}: not a model folder")
+    key = (folder, str(device))
+    hit = _cached(key, _folder_files(folder), keep)
+    if hit is not None:
+        return hit
+    with _LOAD_LOCK:
+        files = _folder_files(folder)
+        hit = _cached(key, files, keep)  # loaded by the caller we waited for
+        if hit is not None:
+            return hit
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+        model = AutoModelForCausalLM.from_pretrained(folder).to(device).eval()
+        _cached(key, files, keep, loaded=(model, tokenizer))
+        return model, tokenizer
+
+
+def release_models() -> None:
+    """Let go of the models ``keep=True`` holds (they are freed once no backend uses them)."""
+    with _CACHE_LOCK:
+        _KEPT.clear()
+
+
+def _stop_when_set(event: threading.Event) -> Any:
+    """A transformers stopping criterion that ends a ``generate`` call as soon as ``event`` is set."""
+    import torch
+    from transformers import StoppingCriteria, StoppingCriteriaList
+
+    class _UntilSet(StoppingCriteria):
+        def __call__(self, input_ids, scores, **kwargs):
+            return torch.full((input_ids.shape[0],), event.is_set(), dtype=torch.bool, device=input_ids.device)
+
+    return StoppingCriteriaList([_UntilSet()])
+
+
+class TransformersBackend:
+    """Any HF causal LM; requests from concurrent rollouts are batched (left padding) into one ``generate``.
+
+    ``stop_event``: when set, a ``generate`` call in progress ends at the next token (a cancelled run then frees
+    its thread at once instead of generating up to ``max_new_tokens``).
+    """
+
+    def __init__(self, model: Any, tokenizer: Any, max_batch: int = 16, seed: int | None = 0, device: str | None = None,
+                 stop_event: threading.Event | None = None):
         import torch
 
         self.model, self.chat, self.max_batch = model, ChatTokens(tokenizer), max_batch
+        self.stop_event = stop_event
         self.device = device or next(model.parameters()).device
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.pad_id = pad if pad is not None else 0
@@ -81,11 +182,9 @@ class TransformersBackend:
         self._lock = threading.Lock()
 
     @classmethod
-    def from_pretrained(cls, path: str, device: str = "cpu", **kwargs) -> "TransformersBackend":
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
-        tokenizer = AutoTokenizer.from_pretrained(path)
-        model = AutoModelForCausalLM.from_pretrained(path).to(device)
+    def from_pretrained(cls, path: str, device: str = "cpu", keep: bool = False, **kwargs) -> "TransformersBackend":
+        """A backend on a model folder, loaded (or shared) by :func:`load_pretrained`."""
+        model, tokenizer = load_pretrained(path, device=device, keep=keep)
         return cls(model, tokenizer, device=device, **kwargs)
 
     async def generate(self, conv: Conversation, sampling: Sampling) -> Generation:
@@ -129,6 +228,8 @@ class TransformersBackend:
                 stop_ids.add(ids[0])
         kwargs = dict(max_new_tokens=sampling.max_new_tokens, eos_token_id=sorted(stop_ids) or None,
                       pad_token_id=self.pad_id)
+        if self.stop_event is not None:
+            kwargs["stopping_criteria"] = _stop_when_set(self.stop_event)
         if sampling.temperature > 0:
             kwargs.update(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p,
                           top_k=sampling.top_k or 0)

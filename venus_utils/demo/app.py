@@ -1,17 +1,20 @@
 """The Gradio web demo: settings, a live research feed of step cards, the final-answer panel.
 
-    python -m venus_utils.demo [--port 7860] [--host 127.0.0.1] [--concurrency 2]
+    python -m venus_utils.demo [--port 7860] [--host 127.0.0.1] [--concurrency 2] [--allow-any-endpoint]
 
 Same layout as DR-Venus's web demo (settings on the left; question, Start/Stop, the "Research Process"
 feed and the "Final Answer" panel on the right), without its defects: every browser session has its own
 run, Stop stops it, keys typed in the UI are handed to that run only, endpoint URLs are parsed rather than
-character-stripped, the server binds 127.0.0.1 unless told otherwise, concurrent users wait in a queue,
-and input sizes are bounded.
+character-stripped, the server binds 127.0.0.1 unless told otherwise (and warns when it does not: there is
+no authentication), concurrent users wait in a queue, input sizes are bounded, a cancelled or abandoned run
+is stopped and holds its run slot until its thread has ended, and the server contacts only the configured
+endpoints or loopback addresses for the URLs typed in the UI unless started with ``--allow-any-endpoint``.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 from dataclasses import replace
@@ -20,7 +23,8 @@ from typing import Any
 import gradio as gr
 
 from .cards import render_html, steps_from_messages
-from .runner import MAX_QUESTION_CHARS, MAX_STEPS_LIMIT, DemoSettings, InputError, Run, RunFn, check_question
+from .runner import (MAX_QUESTION_CHARS, MAX_STEPS_LIMIT, DemoSettings, InputError, Run, RunFn, RunSlots,
+                     check_endpoint, check_question, is_loopback)
 
 POLL_S = 0.5  # how often the feed refreshes while a run is going
 TERMINAL = ("Completed", "Stopped", "Error")
@@ -52,14 +56,22 @@ class DemoServer:
     """The runs of every browser session (keyed by Gradio's session hash) and the Blocks app."""
 
     def __init__(self, run_fn: RunFn | None = None, defaults: DemoSettings | None = None, concurrency: int = 2,
-                 max_queue: int = 16):
+                 max_queue: int = 16, allow_any_endpoint: bool = False, exposed: bool = False):
         if run_fn is None:
             from .runner import agent_run_fn as run_fn
         self.run_fn = run_fn
         self.defaults = defaults or DemoSettings()
         self.concurrency, self.max_queue = concurrency, max_queue
+        self.slots = RunSlots(concurrency)  # counts runs until their threads end (Gradio's limit frees on cancel)
+        self.allow_any_endpoint = allow_any_endpoint
+        self.exposed = exposed  # bound to a non-loopback address: visitors may not reach this machine's services
+        self.endpoints = [u for u in (self.defaults.endpoint, self.defaults.summary_base) if u]  # the operator's
         self.runs: dict[str, Run] = {}
         self._lock = threading.Lock()
+
+    def check_url(self, url: str) -> str:
+        """The normalised base URL when the server may contact it for a user (see :func:`runner.check_endpoint`)."""
+        return check_endpoint(url, self.endpoints, self.allow_any_endpoint, allow_loopback=not self.exposed)
 
     # ---- handlers ------------------------------------------------------------------------------------
     def _session(self, request: Any) -> str:
@@ -67,7 +79,8 @@ class DemoServer:
 
     def start(self, question, model, checkpoint, endpoint, endpoint_model, endpoint_key, tools, world_dir,
               serper_key, jina_key, summary_base, summary_key, summary_model, max_steps, request: gr.Request = None):
-        """Generator: validate, start this session's run, then stream (feed, answer, status) until it ends."""
+        """Generator: validate, start this session's run when a run slot is free, then stream (feed, answer,
+        status) until it ends.  A client that cancels or goes away closes the generator: that stops the run."""
         try:
             question = check_question(question)
             settings = replace(self.defaults, model=model, checkpoint=checkpoint, endpoint=endpoint,
@@ -75,19 +88,31 @@ class DemoServer:
                                world_dir=world_dir, serper_key=serper_key, jina_key=jina_key,
                                summary_base=summary_base, summary_key=summary_key, summary_model=summary_model,
                                max_steps=max_steps, extra=dict(self.defaults.extra)).validated()
+            if settings.model == "endpoint":
+                self.check_url(settings.endpoint)
+            if settings.tools == "web" and settings.summary_base:
+                self.check_url(settings.summary_base)
         except InputError as exc:
             yield render_html([]), "*No answer yet.*", f"Status: **Error** · {exc}"
             return
         session = self._session(request)
+        run = Run(question, settings, self.run_fn)
         with self._lock:
             previous = self.runs.get(session)
             if previous is not None and not previous.done:
                 previous.stop()
-            run = self.runs[session] = Run(question, settings, self.run_fn).start()
-        while not run.done:
+            self.runs[session] = run
+        try:
+            while not self.slots.start(run, timeout=POLL_S):
+                yield (render_html(steps_from_messages(run.snapshot()[0])), "*Waiting for a free run slot…*",
+                       f"Status: **Waiting** · {self.slots.live()} runs going, at most {self.slots.limit} at a time")
+            while not run.done:
+                yield render_html(steps_from_messages(run.snapshot()[0])), _answer_markdown(run), _status_markdown(run)
+                time.sleep(POLL_S)
             yield render_html(steps_from_messages(run.snapshot()[0])), _answer_markdown(run), _status_markdown(run)
-            time.sleep(POLL_S)
-        yield render_html(steps_from_messages(run.snapshot()[0])), _answer_markdown(run), _status_markdown(run)
+        finally:
+            if not run.done:  # the client cancelled the event or went away (Gradio closed this generator)
+                run.stop()
 
     def stop(self, request: gr.Request = None):
         run = self.runs.get(self._session(request))
@@ -104,13 +129,13 @@ class DemoServer:
             run.stop()
 
     def check_service(self, endpoint: str, endpoint_key: str) -> str:
-        """``GET {base}/models`` on the endpoint (DR-Venus's "Check Service")."""
+        """``GET {base}/models`` on the endpoint (DR-Venus's "Check Service"), if the server may contact it."""
         import httpx
 
-        from .runner import hide_secrets, normalize_base_url
+        from .runner import hide_secrets
 
         try:
-            base = normalize_base_url(endpoint)
+            base = self.check_url(endpoint)
         except InputError as exc:
             return f"❌ {exc}"
         key = (endpoint_key or "").strip()[:512]
@@ -174,11 +199,30 @@ class DemoServer:
         return demo
 
 
+def exposure_warning(host: str, allow_any_endpoint: bool = False) -> str | None:
+    """What to tell the operator when the demo binds a non-loopback address (None when it does not)."""
+    if is_loopback(host):
+        return None
+    text = (f"WARNING: the demo binds {host or 'all interfaces'!r}, not a loopback address: anyone who can reach this "
+            "port can use it. It has no authentication: they can run the agent on this machine's CPU/GPU and "
+            "models, with the keys set in its environment. Use --host 127.0.0.1 unless you mean to share it.")
+    if allow_any_endpoint:
+        text += (" With --allow-any-endpoint they can also make this server send requests to any URL it can "
+                 "reach (including internal services).")
+    return text
+
+
 def launch(host: str = "127.0.0.1", port: int = 7860, run_fn: RunFn | None = None,
-           defaults: DemoSettings | None = None, concurrency: int = 2, block: bool = True):
-    """Start the server; returns ``(demo, url)`` (and blocks until Ctrl-C when ``block``)."""
+           defaults: DemoSettings | None = None, concurrency: int = 2, block: bool = True,
+           allow_any_endpoint: bool = False):
+    """Start the server; returns ``(demo, url)`` (and blocks until Ctrl-C when ``block``).  Binding a non-loopback
+    address prints a warning on stderr (the demo has no authentication)."""
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
-    server = DemoServer(run_fn, defaults, concurrency)
+    warning = exposure_warning(host, allow_any_endpoint)
+    if warning:
+        print(warning, file=sys.stderr, flush=True)
+    server = DemoServer(run_fn, defaults, concurrency, allow_any_endpoint=allow_any_endpoint,
+                        exposed=not is_loopback(host))
     demo = server.build()
     _, url, _ = demo.launch(server_name=host, server_port=port, share=False, ssr_mode=False, quiet=True,
                             prevent_thread_lock=not block, max_file_size="1mb")

@@ -2,12 +2,16 @@
 
 DR-Venus's web demo keeps one run in global state, its Stop button does not stop the solver, and the keys
 typed in its UI never reach the tools (they are frozen at import).  Here each browser session owns a
-:class:`Run`; ``stop()`` sets an event that the agent loop checks before every model call and tool call;
-the settings (keys included) are handed to the run itself, never written to ``os.environ``.
+:class:`Run`; ``stop()`` sets an event that ends the run promptly: it is checked before every model call and
+tool call, a call in progress is abandoned, and a local model's ``generate`` stops at the next token.  At most
+``limit`` runs hold a :class:`RunSlots` slot, until their thread has ended.  The settings (keys included) are
+handed to the run itself, never written to ``os.environ``.
 """
 
 from __future__ import annotations
 
+import asyncio
+import ipaddress
 import threading
 import time
 import traceback
@@ -49,6 +53,46 @@ def normalize_base_url(url: str) -> str:
     if not path:
         path = "/v1"
     return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+
+
+def is_loopback(host: str | None) -> bool:
+    """``localhost`` or a loopback IP literal (127.0.0.0/8, ::1).  Other names are not resolved: not loopback."""
+    host = (host or "").strip().strip("[]").lower()
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _origin_and_path(base_url: str) -> tuple:
+    parts = urlsplit(base_url)
+    port = parts.port or {"http": 80, "https": 443}[parts.scheme]
+    return parts.scheme, (parts.hostname or "").lower(), port, parts.path
+
+
+def check_endpoint(url: str, configured: list[str] | tuple[str, ...] = (), allow_any: bool = False,
+                   allow_loopback: bool = True) -> str:
+    """The normalised base URL of an endpoint the demo server may request on a user's behalf.
+
+    The server makes the request, so a URL typed in the UI could reach hosts only the server can reach.  Allowed:
+    the endpoints the operator configured (``--model URL``), loopback addresses while the demo itself is only
+    reachable from this machine (``allow_loopback``; an exposed demo must not let visitors probe its host's local
+    services), or anything when the operator started the demo with ``--allow-any-endpoint``.  Anything else raises
+    :class:`InputError` saying so.
+    """
+    base = normalize_base_url(url)
+    if allow_any or (allow_loopback and is_loopback(urlsplit(base).hostname)):
+        return base
+    wanted = _origin_and_path(base)
+    for known in configured:
+        if known and _origin_and_path(normalize_base_url(known)) == wanted:
+            return base
+    allowed = "the configured endpoint(s) and loopback addresses (localhost, 127.0.0.1)" if allow_loopback else \
+        "the configured endpoint(s) (the demo is exposed beyond this machine, so loopback addresses are refused too)"
+    raise InputError(f"{base} is not an endpoint this demo may contact: only {allowed} are allowed; start the demo "
+                     "with --allow-any-endpoint to allow any URL")
 
 
 @dataclass
@@ -143,10 +187,16 @@ class Run:
         self.finished: float | None = None
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._main, daemon=True, name="venus-demo-run")
+        self._started = False
 
     def start(self) -> "Run":
-        self.status = "Running"
-        self._thread.start()
+        """Start the thread (a run stopped before it started never starts: it is done, "Stopped")."""
+        with self._lock:
+            if self._started or self.finished is not None:
+                return self
+            self._started = True
+            self.status = "Running"
+            self._thread.start()
         return self
 
     def _on_messages(self, messages: list[dict]) -> None:
@@ -170,13 +220,23 @@ class Run:
             self.finished = time.monotonic()
 
     def stop(self) -> None:
-        self.stop_event.set()
-        if self.status == "Running":
-            self.status = "Stopping"
+        with self._lock:
+            self.stop_event.set()
+            if not self._started and self.finished is None:
+                self.status, self.finished = "Stopped", time.monotonic()
+            elif self.status == "Running":
+                self.status = "Stopping"
 
     def wait(self, timeout: float | None = None) -> bool:
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
+        """Wait for the thread to end; True when it has (or never started)."""
+        if self._started:
+            self._thread.join(timeout)
+        return not self.alive
+
+    @property
+    def alive(self) -> bool:
+        """The run's thread is still running (a stopped run stays alive until the loop has noticed)."""
+        return self._thread.is_alive()
 
     @property
     def done(self) -> bool:
@@ -189,6 +249,47 @@ class Run:
     def snapshot(self) -> tuple[list[dict], dict | None, str]:
         with self._lock:
             return list(self.messages), self.result, self.status
+
+
+class RunSlots:
+    """At most ``limit`` runs at a time, counted until their thread has ended.
+
+    A run that was stopped, or whose browser went away, keeps its slot until its thread is really over, so
+    users who start and cancel runs cannot pile up threads beyond the limit.
+    """
+
+    WAIT_POLL_S = 0.05
+
+    def __init__(self, limit: int):
+        self.limit = max(1, int(limit))
+        self._lock = threading.Lock()
+        self._runs: list[Run] = []
+
+    def _prune(self) -> None:
+        self._runs = [r for r in self._runs if r.alive]
+
+    def live(self) -> int:
+        """Runs whose threads are running."""
+        with self._lock:
+            self._prune()
+            return len(self._runs)
+
+    def start(self, run: Run, timeout: float = 0.0) -> bool:
+        """Start ``run`` when a slot is free within ``timeout`` seconds; False when none was (try again later).
+        A run stopped while it waited is not started (True: there is nothing left to wait for)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._lock:
+                if run.stop_event.is_set():
+                    run.stop()
+                    return True
+                self._prune()
+                if len(self._runs) < self.limit:
+                    self._runs.append(run.start())
+                    return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(self.WAIT_POLL_S)
 
 
 def default_settings(run_dir: str = "runs/smoke", model: str = "auto", offline: bool = True,
@@ -239,6 +340,24 @@ def _set_key(obj: Any, attr: str, key: str, what: str) -> Any:
     return obj
 
 
+STOP_POLL_S = 0.05  # how often a model or tool call in progress looks at the stop event
+
+
+async def _unless_stopped(awaitable, stop: threading.Event):
+    """Await ``awaitable`` unless ``stop`` is set before or while it runs: then abandon it, raise RunStopped."""
+    if stop.is_set():
+        getattr(awaitable, "close", lambda: None)()  # a coroutine never awaited
+        raise RunStopped("stopped by the user")
+    task = asyncio.ensure_future(awaitable)
+    while True:
+        done, _ = await asyncio.wait({task}, timeout=STOP_POLL_S)
+        if done:
+            return task.result()
+        if stop.is_set():
+            task.cancel()
+            raise RunStopped("stopped by the user")
+
+
 class _Observed:
     """Wraps the model backend: reports the conversation before every generation and honours Stop."""
 
@@ -250,13 +369,11 @@ class _Observed:
     async def generate(self, conv, sampling):
         self.conv = conv
         self.on_messages(conv.messages)
-        if self.stop_event.is_set():
-            raise RunStopped("stopped by the user")
-        return await self.backend.generate(conv, sampling)
+        return await _unless_stopped(self.backend.generate(conv, sampling), self.stop_event)
 
 
 class _ObservedTools:
-    """Wraps the toolbox: shows the pending call at once, checks Stop before running it."""
+    """Wraps the toolbox: shows the pending call at once, honours Stop before and while it runs."""
 
     def __init__(self, tools: Any, model: _Observed):
         self.tools, self.model = tools, model
@@ -264,13 +381,15 @@ class _ObservedTools:
     async def run(self, call):
         if self.model.conv is not None:
             self.model.on_messages(self.model.conv.messages)
-        if self.model.stop_event.is_set():
-            raise RunStopped("stopped by the user")
-        return await self.tools.run(call)
+        return await _unless_stopped(self.tools.run(call), self.model.stop_event)
 
 
-def make_backend(settings: DemoSettings) -> Any:
-    """The model of a run: the run folder's tiny agent, a checkpoint folder, or an OpenAI-compatible endpoint."""
+def make_backend(settings: DemoSettings, stop: threading.Event | None = None) -> Any:
+    """The model of a run: the run folder's tiny agent, a checkpoint folder, or an OpenAI-compatible endpoint.
+
+    A model folder is loaded once per (folder, device) and shared by the runs (``load_pretrained(keep=True)``);
+    ``stop`` ends its generation in progress.
+    """
     from ..agent.backends import OpenAIBackend, TransformersBackend
 
     if settings.model == "endpoint":
@@ -286,7 +405,7 @@ def make_backend(settings: DemoSettings) -> Any:
             raise InputError(str(exc)) from None
     if not Path(folder).is_dir():
         raise InputError(f"{folder}: no such model folder")
-    return TransformersBackend.from_pretrained(folder, device=settings.device)
+    return TransformersBackend.from_pretrained(folder, device=settings.device, keep=True, stop_event=stop)
 
 
 def make_tools(settings: DemoSettings) -> Any:
@@ -338,7 +457,7 @@ def agent_run_fn(question: str, settings: DemoSettings, on_messages: Callable[[l
     """Run the DR-Venus agent loop (:func:`venus_utils.agent.loop.run_agent`) on one question for the demo."""
     from ..agent.loop import AgentConfig, run_agent
 
-    model = _Observed(backend if backend is not None else make_backend(settings), on_messages, stop)
+    model = _Observed(backend if backend is not None else make_backend(settings, stop), on_messages, stop)
     toolbox = _ObservedTools(tools if tools is not None else make_tools(settings), model)
     cfg = AgentConfig(max_turns=settings.max_steps, max_new_tokens=settings.max_new_tokens,
                       time_limit_s=settings.time_limit_s, system_prompt_style=settings.system_prompt_style)
