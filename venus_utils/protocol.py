@@ -27,10 +27,54 @@ ANSWER_SPLIT = "<|answer_split|>"  # separates aliases in reward_model.ground_tr
 DEFAULT_DATE = "2026-03-01"  # the date of every DR-Venus example and of its RL / inference prompts
 
 _FLAGS = re.DOTALL | re.IGNORECASE
-THINK_RE = re.compile(r"<think>(.*?)</think>", _FLAGS)
-TOOL_CALL_RE = re.compile(r"<tool_call>(.*?)</tool_call>", _FLAGS)
-ANSWER_RE = re.compile(r"<answer>(.*?)</answer>", _FLAGS)
-TOOL_RESPONSE_RE = re.compile(r"<tool_response>(.*?)</tool_response>", _FLAGS)
+
+
+class TagPattern:
+    """A ``<tag>(.*?)</tag>`` pattern (DOTALL, IGNORECASE) with the ``re`` methods used here, in linear time.
+
+    The compiled lazy pattern retries from every opening tag when no closing tag follows it, so ``"<think>" * N``
+    costs N**2 steps (seconds for one 100 kB turn).  Here one scan for the tags finds the matches: the first
+    opening tag, up to the first closing tag after it, then the same again after that closing tag -- the spans
+    ``regex.finditer`` yields.  Each is returned as the ``re.Match`` of ``<tag>(.*)</tag>`` over exactly that
+    span (groups, ``start``, ``end``, ``expand`` as the lazy pattern's), so the time is linear in the text.
+    """
+
+    def __init__(self, tag: str):
+        if not re.fullmatch(r"\w+", tag):
+            raise ValueError(f"{tag!r} is not a tag name")
+        self.regex = re.compile(f"<{tag}>(.*?)</{tag}>", _FLAGS)  # what it matches like (tests compare the two)
+        self.pattern = self.regex.pattern
+        self._tags = re.compile(f"</?{tag}>", re.IGNORECASE)  # no group: keeps re's fast literal scan
+        self._span = re.compile(f"<{tag}>(.*)</{tag}>", _FLAGS)
+
+    def finditer(self, text: str):
+        start = None
+        for tag in self._tags.finditer(text):
+            if text[tag.start() + 1] != "/":  # an opening tag
+                if start is None:
+                    start = tag.start()
+            elif start is not None:  # the closing tag that ends the match opened at ``start``
+                yield self._span.match(text, start, tag.end())
+                start = None
+
+    def search(self, text: str) -> re.Match | None:
+        return next(self.finditer(text), None)
+
+    def findall(self, text: str) -> list[str]:
+        return [m.group(1) for m in self.finditer(text)]
+
+    def sub(self, repl: str, text: str) -> str:
+        pieces, pos = [], 0
+        for m in self.finditer(text):
+            pieces += [text[pos : m.start()], m.expand(repl)]
+            pos = m.end()
+        return "".join(pieces) + text[pos:] if pieces else text
+
+
+THINK_RE = TagPattern("think")
+TOOL_CALL_RE = TagPattern("tool_call")
+ANSWER_RE = TagPattern("answer")
+TOOL_RESPONSE_RE = TagPattern("tool_response")
 
 SEARCH_TOOL = {
     "type": "function",
@@ -183,14 +227,18 @@ def load_tool_json(text: str) -> Any:
         return json5.loads(text)
 
 
+_CODE_CLOSE_RE = re.compile(r"</code>", re.IGNORECASE)
+
+
 def parse_tool_call_body(body: str) -> ToolCall:
     """Parse the text inside ``<tool_call>...</tool_call>``: JSON first, then json5."""
     raw = body
     code = None
     cut = body.find("<code>")
-    if cut != -1:
-        code_match = re.search(r"<code>(.*?)</code>", body[cut:], _FLAGS)
-        code = code_match.group(1) if code_match else body[cut + len("<code>") :]
+    if cut != -1:  # the code runs to the first </code>, or to the end (a find, not a lazy regex: linear time)
+        code = body[cut + len("<code>") :]
+        close = _CODE_CLOSE_RE.search(code)
+        code = code[: close.start()] if close else code
         body = body[:cut]
     body = body.strip()
     if not body:

@@ -13,13 +13,23 @@ How it runs: input files are read in batches (parquet streamed per row group / b
 per file); batches are cleaned in worker processes, which write their valid rows to memory-mappable Arrow
 part files; the main process merges the per-batch statistics in input order, applies the correctness and
 length filters, plans resampling and the split, and streams the outputs row group by row group.  Every input
-row is counted: ``rows.source == rows.kept + sum(drop_reasons)``.  ``--shard i/n`` cleans every n-th batch on
-another machine and ``--merge-shards`` finishes them into the single run's outputs (:mod:`.clean_shards`).
+row is counted: ``rows.source == rows.kept + sum(drop_reasons)``; a row that cannot be read at all (a JSONL line
+that is not JSON, a parquet row that is not UTF-8) stops the run with an error naming the file and the line / row,
+or with ``--on-bad-line drop`` is counted under ``bad_line`` / ``invalid_utf8`` (``stats.json["bad_rows"]`` lists
+the first ones); a row nested deeper than :data:`.sources.MAX_DEPTH` is counted under ``too_deep``.  ``--shard i/n``
+cleans every n-th batch on another machine and ``--merge-shards`` finishes them into the single run's outputs
+(:mod:`.clean_shards`).
+
+A run holds its output folder (an exclusive ``flock`` on ``OUT/.clean.lock``, released by the kernel however the
+run ends): a second run on the same folder is refused while the first is alive, and a run that gets the lock
+removes what killed runs left there (``.clean-*`` work folders, ``.<artifact>.*.tmp`` files of half-written
+outputs) -- nobody else can be using them.  Runs on different output folders never touch each other's files.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import multiprocessing as mp
 import os
@@ -37,9 +47,17 @@ from .. import protocol
 from ..io import atomic_path, write_json
 from ..launch import parse_shard
 from . import rules, sources
+from .clean_shards import SHARD_FILE
 from .resample import ResamplePolicy, bucket_stats, permutation, plan, split_groups
 
 OUTPUT_COLUMNS = ("question", "messages", "gt")
+#: What a run writes into the output folder (each through ``io.atomic_path``: ``.<name>.<random>.tmp`` first).
+ARTIFACTS = ("cleaned_resampled.parquet", "cleaned_resampled.jsonl", "train.parquet", "val.parquet",
+             "stage1_normalized.parquet", "stage2_deduped.parquet", "stage3_kept.parquet", "judgements.jsonl",
+             "stats.json", SHARD_FILE)
+LOCK_FILE = ".clean.lock"  # flock-ed by the run that holds the output folder
+WORK_PREFIX = ".clean-"  # the run's work folder (worker part files), removed at the end
+BAD_ROWS_LISTED = 20  # stats.json["bad_rows"]: the first rows dropped before the rules, by file and line / row
 META_COLUMNS = ("_source_file", "_source_row", "_turns")
 STRICT_META_COLUMNS = ("_tokens", "_chars")
 
@@ -78,6 +96,7 @@ class CleanConfig:
     batch_rows: int = 16  # rows per worker task
     progress: bool = True
     shard: tuple[int, int] | None = None  # (i, n): clean batches i, i+n, ... only, into a shard folder (clean_shards)
+    on_bad_line: str = "error"  # an unreadable row (JSONL line not JSON, parquet row not UTF-8): error | drop (counted)
 
     def __post_init__(self):
         if self.compat not in rules.MODES:
@@ -95,6 +114,7 @@ class CleanConfig:
             raise ValueError(f"val_fraction must be in [0, 1), got {self.val_fraction}")
         if self.batch_rows < 1:
             raise ValueError("batch_rows must be >= 1")
+        sources.check_on_bad_line(self.on_bad_line)
         if self.shard is not None and not (len(self.shard) == 2 and 0 <= self.shard[0] < self.shard[1]):
             raise ValueError(f"shard must be (i, n) with 0 <= i < n, got {self.shard!r}")
 
@@ -123,13 +143,15 @@ class _WorkerConfig:
     tmp_dir: str
     keep_stage1: bool
     tokenizer: str | None
+    on_bad_line: str = "error"
 
 
 class _Task(NamedTuple):
     index: int
-    file: str
+    file: str  # the file's name (per-file statistics)
     offset: int
     batch: Any
+    path: str = ""  # the file's full path (error messages)
 
 
 _WCFG: _WorkerConfig | None = None
@@ -175,11 +197,17 @@ def _work(task: _Task) -> dict:
         "index": task.index, "file": task.file, "source": 0, "stage1": 0, "stage2": 0, "dropped": Counter(),
         "pruned_turns": 0, "pruned_responses": 0, "pruned_names": Counter(), "duplicates": 0, "tools": Counter(),
         "fixes": Counter(), "removed": Counter(), "part": None, "stage1_part": None, "stage1_error": None, "kept": [],
+        "bad_rows": [],
     }
     kept_rows, stage1_rows = [], []
-    for i, row in enumerate(sources.batch_to_rows(task.batch)):
+    for i, row in enumerate(sources.batch_to_rows(task.batch, task.path or task.file, task.offset, wcfg.on_bad_line)):
         res["source"] += 1
         source_row = task.offset + i
+        if isinstance(row, sources.BadRow):
+            res["dropped"][row.reason] += 1
+            if len(res["bad_rows"]) < BAD_ROWS_LISTED:
+                res["bad_rows"].append(row.detail)
+            continue
         out = rules.clean_row(row, opts)
         res["fixes"].update(out.fixes)
         if out.stage1 is not None:
@@ -228,13 +256,14 @@ def _work(task: _Task) -> dict:
 # main side
 
 
-def _tasks(files: list[Path], batch_rows: int, shard: tuple[int, int] | None = None, seen: dict | None = None) -> Iterator[_Task]:
+def _tasks(files: list[Path], batch_rows: int, shard: tuple[int, int] | None = None, seen: dict | None = None,
+           on_bad_line: str = "error") -> Iterator[_Task]:
     """Batches in input order; with ``shard=(i, n)`` only those whose index is i modulo n (``seen["tasks"]``: all)."""
     index = 0
     for path in files:
-        for offset, batch in sources.iter_batches(path, batch_rows):
+        for offset, batch in sources.iter_batches(path, batch_rows, on_bad_line):
             if shard is None or index % shard[1] == shard[0]:
-                yield _Task(index, path.name, offset, batch)
+                yield _Task(index, path.name, offset, batch, str(path))
             index += 1
             if seen is not None:
                 seen["tasks"] = index
@@ -256,13 +285,13 @@ def _run_tasks(files: list[Path], wcfg: _WorkerConfig, cfg: CleanConfig, total: 
     try:
         if workers <= 1:
             _init_worker(wcfg)
-            for task in _tasks(files, cfg.batch_rows, cfg.shard, seen):
+            for task in _tasks(files, cfg.batch_rows, cfg.shard, seen, cfg.on_bad_line):
                 take(_work(task))
         else:
             method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
             with ProcessPoolExecutor(workers, mp_context=mp.get_context(method), initializer=_init_worker, initargs=(wcfg,)) as pool:
                 pending = set()
-                for task in _tasks(files, cfg.batch_rows, cfg.shard, seen):
+                for task in _tasks(files, cfg.batch_rows, cfg.shard, seen, cfg.on_bad_line):
                     pending.add(pool.submit(_work, task))
                     if len(pending) >= 2 * workers:  # bounded memory: a few batches in flight
                         done, pending = wait(pending, return_when=FIRST_COMPLETED)
@@ -411,6 +440,65 @@ class _Kept(NamedTuple):
     source_row: int
 
 
+def _worker_config(cfg: CleanConfig, opts: rules.RuleOptions, tmp_dir: str | Path) -> _WorkerConfig:
+    return _WorkerConfig(opts, str(tmp_dir), cfg.keep_intermediate, str(cfg.tokenizer) if cfg.tokenizer else None,
+                         cfg.on_bad_line)
+
+
+def remove_leftovers(output_dir: Path) -> list[str]:
+    """Remove what killed runs left in ``output_dir``: work folders and half-written artifacts (names returned).
+
+    Only call it while holding the folder (:func:`hold_output`): then no live run can own any of them.
+    """
+    removed = []
+    for path in sorted(output_dir.glob(WORK_PREFIX + "*")):
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path.name)
+    for name in ARTIFACTS:
+        for path in sorted(output_dir.glob(f".{name}.*.tmp")):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+                removed.append(path.name)
+    return removed
+
+
+@contextlib.contextmanager
+def hold_output(output_dir: Path, progress: bool = False) -> Iterator[None]:
+    """Hold ``output_dir`` for one run: an exclusive ``flock`` on ``OUT/.clean.lock`` (released by the kernel when
+    the process ends, killed or not), then :func:`remove_leftovers`.  Another live run holding it: ValueError.
+
+    Where ``flock`` is not available (Windows, some network file systems) the run goes on unlocked and removes
+    nothing: it cannot tell a live run's files from a dead one's.
+    """
+    output_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    fd = os.open(output_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        locked = True
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            owner = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "?"
+            raise ValueError(f"{output_dir} is in use by another cleaner run (pid {owner}): wait for it to end or "
+                             f"use another --output-dir") from None
+        except OSError:
+            locked = False
+        if locked:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+            removed = remove_leftovers(output_dir)
+            if removed and progress:
+                print(f"{output_dir}: removed leftovers of killed runs: {', '.join(removed)}")
+        yield
+    finally:
+        os.close(fd)
+
+
 def run_clean(cfg: CleanConfig, judge=None) -> dict:
     """Clean, filter, resample and write; returns the stats (also written to ``stats.json``)."""
     t_start = time.perf_counter()
@@ -420,24 +508,23 @@ def run_clean(cfg: CleanConfig, judge=None) -> dict:
     files = sources.list_input_files(input_path, cfg.file_pattern)
     for path in files:  # fail fast on an unusable file before any work
         if sources.kind_of(path) == "parquet":
-            pf = sources._open_parquet(path)
-            sources.check_columns(path, set(pf.schema_arrow.names))
-    output_dir.mkdir(parents=True, exist_ok=True)
+            sources.check_parquet(path)
     opts = cfg.rule_options()
-    if cfg.shard is not None:  # a shard keeps its part files; clean_shards.merge_shards finishes the run
-        from .clean_shards import run_shard
+    with hold_output(output_dir, cfg.progress):
+        if cfg.shard is not None:  # a shard keeps its part files; clean_shards.merge_shards finishes the run
+            from .clean_shards import run_shard
 
-        return run_shard(cfg, files, input_path, output_dir, opts)
-    tmp_dir = tempfile.mkdtemp(prefix=".clean-", dir=output_dir)
-    try:
-        wcfg = _WorkerConfig(opts, tmp_dir, cfg.keep_intermediate, str(cfg.tokenizer) if cfg.tokenizer else None)
-        total = sources.count_rows(files)
-        t0 = time.perf_counter()
-        results = _run_tasks(files, wcfg, cfg, total)
-        timings["clean"] = round(time.perf_counter() - t0, 3)
-        return _finish(cfg, files, input_path, output_dir, opts.allowed_tools, results, timings, t_start, judge)
-    finally:
-        shutil.rmtree(tmp_dir, ignore_errors=True)
+            return run_shard(cfg, files, input_path, output_dir, opts)
+        tmp_dir = tempfile.mkdtemp(prefix=WORK_PREFIX, dir=output_dir)
+        try:
+            wcfg = _worker_config(cfg, opts, tmp_dir)
+            total = sources.count_rows(files)
+            t0 = time.perf_counter()
+            results = _run_tasks(files, wcfg, cfg, total)
+            timings["clean"] = round(time.perf_counter() - t0, 3)
+            return _finish(cfg, files, input_path, output_dir, opts.allowed_tools, results, timings, t_start, judge)
+        finally:
+            shutil.rmtree(tmp_dir, ignore_errors=True)
 
 
 def _finish(cfg, files, input_path, output_dir, allowed, results, timings, t_start, judge) -> dict:
@@ -456,6 +543,7 @@ def _finish(cfg, files, input_path, output_dir, allowed, results, timings, t_sta
     part_paths: dict[int, str] = {}
     stage1_paths: list[str] = []
     stage1_errors: list[str] = []
+    bad_rows: list[str] = []
     for res in results:
         f = per_file[res["file"]]
         f["source_rows"] += res["source"]
@@ -478,6 +566,7 @@ def _finish(cfg, files, input_path, output_dir, allowed, results, timings, t_sta
             stage1_paths.append(res["stage1_part"])
         if res["stage1_error"]:
             stage1_errors.append(res["stage1_error"])
+        bad_rows.extend(res.get("bad_rows", [])[: BAD_ROWS_LISTED - len(bad_rows)])
         kept.extend(_Kept(res["index"], *k[:7], res["file"], k[7]) for k in res["kept"])
     if cfg.progress:
         for name, f in per_file.items():
@@ -647,6 +736,11 @@ def _finish(cfg, files, input_path, output_dir, allowed, results, timings, t_sta
                        if cfg.tokenizer else {"tokenizer": None, "note": "no --tokenizer: tokens not counted, no too_long filter"})
     if stage1_errors:
         stats["stage1_write_errors"] = stage1_errors[:5]
+    if bad_rows:
+        stats["bad_rows"] = bad_rows
+        if cfg.progress:
+            counts = ", ".join(f"{r}={dropped[r]}" for r in sources.DROP_REASONS if dropped.get(r))
+            print(f"[clean] rows dropped before the rules: {counts}; first: {bad_rows[0]}", file=sys.stderr)
     write_json(output_dir / "stats.json", stats)
     if cfg.progress:
         print(f"Saved final parquet to: {final_path}")
@@ -692,6 +786,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--val-fraction", type=float, default=0.0, help="strict: fraction of questions in val.parquet")
     p.add_argument("--workers", type=int, default=0, help="worker processes (0 = one per core)")
     p.add_argument("--batch-rows", type=int, default=16, help="rows per worker task")
+    p.add_argument("--on-bad-line", choices=sources.ON_BAD_LINE, default="error",
+                   help="a row that cannot be read (JSONL line not valid JSON, parquet row not UTF-8): error (stop, "
+                   "naming file and line / row) or drop (count it under bad_line / invalid_utf8 and go on)")
     p.add_argument("--quiet", action="store_true", help="no progress bar or per-file lines")
     p.add_argument("--shard", default=None, metavar="I/N", help="clean only input batches I, I+N, ... into a shard "
                    "folder (see venus_utils.data.clean_shards)")
@@ -712,7 +809,7 @@ def config_from_args(args: argparse.Namespace) -> CleanConfig:
         compat=args.compat, judge=args.judge, judge_cache=args.judge_cache, judge_threshold=args.judge_threshold,
         tokenizer=args.tokenizer, max_tokens=args.max_tokens, val_fraction=args.val_fraction,
         workers=args.workers, batch_rows=args.batch_rows, progress=not args.quiet,
-        shard=parse_shard(args.shard, "--shard") if args.shard else None,
+        shard=parse_shard(args.shard, "--shard") if args.shard else None, on_bad_line=args.on_bad_line,
     )
 
 

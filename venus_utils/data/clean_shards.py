@@ -35,12 +35,12 @@ def _settings(cfg, opts, files: list[Path]) -> dict[str, Any]:
     rules_opts = asdict(opts)
     rules_opts["allowed_tools"] = sorted(rules_opts["allowed_tools"])
     return {"rules": rules_opts, "tokenizer": str(cfg.tokenizer) if cfg.tokenizer else None,
-            "batch_rows": cfg.batch_rows, "files": [p.name for p in files]}
+            "batch_rows": cfg.batch_rows, "files": [p.name for p in files], "on_bad_line": cfg.on_bad_line}
 
 
 def run_shard(cfg, files: list[Path], input_path: Path, output_dir: Path, opts) -> dict:
     """Clean this shard's batches (``cfg.shard``) into ``output_dir``: part files and ``shard.json``."""
-    from .clean import _run_tasks, _WorkerConfig
+    from .clean import _run_tasks, _worker_config
 
     t0 = time.perf_counter()
     parts = output_dir / "parts"
@@ -48,7 +48,7 @@ def run_shard(cfg, files: list[Path], input_path: Path, output_dir: Path, opts) 
     for old in parts.glob("*.arrow"):  # a rerun replaces the shard
         old.unlink()
     seen: dict = {"tasks": 0}
-    wcfg = _WorkerConfig(opts, str(parts), cfg.keep_intermediate, str(cfg.tokenizer) if cfg.tokenizer else None)
+    wcfg = _worker_config(cfg, opts, parts)
     results = _run_tasks(files, wcfg, cfg, None, seen)
     for res in results:
         for key in COUNTERS:
@@ -84,7 +84,7 @@ def read_shards(shard_dirs: list[str | Path]) -> list[dict]:
 
 def merge_shards(cfg, shard_dirs: list[str | Path], judge=None) -> dict:
     """Finish a sharded run into ``cfg.output_dir``; returns the stats (as :func:`~.clean.run_clean`)."""
-    from .clean import _finish
+    from .clean import _finish, hold_output
 
     t_start = time.perf_counter()
     records = read_shards(shard_dirs)
@@ -118,9 +118,9 @@ def merge_shards(cfg, shard_dirs: list[str | Path], judge=None) -> dict:
     if [res["index"] for res in results] != list(range(records[0]["tasks_total"])):
         raise ValueError("the shards do not cover every input batch exactly once")
     output_dir = Path(cfg.output_dir).expanduser().resolve()
-    output_dir.mkdir(parents=True, exist_ok=True)
     timings = {"clean": round(max(r["seconds"] for r in records), 3)}
-    stats = _finish(cfg, files, Path(records[0]["input"]), output_dir, opts.allowed_tools, results, timings, t_start, judge)
-    stats["shards"] = {"count": len(records), "dirs": [str(r["dir"]) for r in records]}
-    write_json(output_dir / "stats.json", stats)
+    with hold_output(output_dir, cfg.progress):
+        stats = _finish(cfg, files, Path(records[0]["input"]), output_dir, opts.allowed_tools, results, timings, t_start, judge)
+        stats["shards"] = {"count": len(records), "dirs": [str(r["dir"]) for r in records]}
+        write_json(output_dir / "stats.json", stats)
     return stats

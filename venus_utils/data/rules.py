@@ -8,7 +8,8 @@ changes a row; each strict-only drop is its own drop reason.
 One row goes through :func:`clean_row`: question/gt extraction (§2.1) -> system prompt (§2.2) -> raw
 (§2.3-2.6) or clean (§2.7) normalisation -> disallowed-tool pruning (§2.8) -> duplicate tool-call removal
 (§2.9) -> structure validation (§2.10).  Nothing here raises on bad row content: every problem becomes a
-drop reason.
+drop reason; a row nested too deep (:data:`~.sources.MAX_DEPTH`) is dropped as ``too_deep`` before the rules.
+Tags are matched with :class:`venus_utils.protocol.TagPattern`, in time linear in the text even when closing tags are missing.
 """
 
 from __future__ import annotations
@@ -24,12 +25,15 @@ import orjson
 
 from .. import protocol
 from .search_text import parse_search_reference, parse_search_strict
+from .sources import TOO_DEEP, text_too_deep, too_deep
 
 _FLAGS = re.DOTALL | re.IGNORECASE
+
+
 THINK_RE = protocol.THINK_RE
 ANSWER_RE = protocol.ANSWER_RE
 TOOL_CALL_RE = protocol.TOOL_CALL_RE
-SUMMARY_RE = re.compile(r"<summary>(.*?)</summary>", _FLAGS)
+SUMMARY_RE = protocol.TagPattern("summary")
 ANSWER_OPEN_RE = re.compile(r"<answer>", re.IGNORECASE)
 TAG_LITERAL_RE = re.compile(r"</?(?:answer|summary)>", re.IGNORECASE)
 
@@ -755,8 +759,36 @@ def _strict_question_gt(row: dict, out: RowOutcome) -> tuple[Any, Any]:
     return row, fixed
 
 
+def _nested_too_deep(row: Any) -> bool:
+    """Whether the row, or the JSON of a tool call in one of its assistant messages, nests too deep to handle."""
+    if too_deep(row):
+        return True
+    messages = row.get("messages") if isinstance(row, dict) else None
+    for message in messages if isinstance(messages, list) else ():
+        content = _content(message)
+        if _role(message) != "assistant" or not isinstance(content, str):
+            continue
+        if text_too_deep(content):  # else no tool call in it can be (its brackets nest no deeper than the text's)
+            if any(text_too_deep(body.split("<code>")[0]) for body in TOOL_CALL_RE.findall(content)):
+                return True
+    return False
+
+
 def clean_row(row: Any, opts: RuleOptions) -> RowOutcome:
-    """Run every rule on one input row; never raises on bad content."""
+    """Run every rule on one input row; never raises on bad content.
+
+    A row nested deeper than :data:`~.sources.MAX_DEPTH` (itself or a tool call's JSON) is dropped as
+    ``too_deep`` before any rule runs, so that no rule depends on how deep the caller's stack already is.
+    """
+    try:
+        if _nested_too_deep(row):
+            return RowOutcome(reason=TOO_DEEP)
+        return _clean_row(row, opts)
+    except RecursionError:  # a last resort: nothing nested within MAX_DEPTH gets here
+        return RowOutcome(reason=TOO_DEEP)
+
+
+def _clean_row(row: Any, opts: RuleOptions) -> RowOutcome:
     out = RowOutcome()
     strict = opts.strict
     if not isinstance(row, dict):
