@@ -216,3 +216,19 @@ def test_load_world_questions_marks_the_held_out_sub_world(world_dir):
     assert set(load_world_questions(world_dir, "train")["subworld"]) == {"trained"}
     with pytest.raises(FileNotFoundError, match="no 'dev' split"):
         load_world_questions(world_dir, "dev")
+
+
+def test_rl_split_holds_questions_that_no_trajectory_and_no_test_question_has(tmp_path):
+    """DR-Venus trains RL on its own question set (REDSearcher RL 1K), never on the SFT questions."""
+    import pandas as pd
+
+    from venus_utils.world import build_world
+
+    meta = build_world(tmp_path, seed=5, size="tiny", progress=False, n_worlds=2, heldout_worlds=1, rl_frac=0.2)
+    qa = {s: pd.read_parquet(tmp_path / "qa" / f"{s}.parquet") for s in ("train", "val", "test", "rl")}
+    text = {s: {p[0]["content"] for p in t["prompt"]} for s, t in qa.items()}
+    assert meta["counts"]["questions"]["rl"] == len(qa["rl"]) > 0
+    assert not text["rl"] & (text["train"] | text["val"] | text["test"])
+    trajectories = pd.concat(pd.read_parquet(p) for p in sorted((tmp_path / "trajectories").glob("*.parquet")))
+    assert not text["rl"] & {m["question"] for m in trajectories["meta"]}
+    assert set(qa["rl"]["extra_info"].map(lambda e: e["world"])) == {0}  # only the trained sub-world

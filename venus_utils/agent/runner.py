@@ -97,6 +97,19 @@ async def run_file_async(input_path: str | Path | list[dict], output_path: str |
             "output": str(output)}
 
 
+def run_coroutine(coro):
+    """Run a coroutine to completion from synchronous code, also inside Jupyter (whose event loop is already
+    running: then in a worker thread with its own loop)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    import concurrent.futures
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
 def run_file(*args, **kwargs) -> dict:
-    """Blocking :func:`run_file_async`."""
-    return asyncio.run(run_file_async(*args, **kwargs))
+    """Blocking :func:`run_file_async` (also inside Jupyter)."""
+    return run_coroutine(run_file_async(*args, **kwargs))

@@ -8,23 +8,11 @@ termination reasons.
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from ..io import read_jsonl
-
-
-def _run(coro):
-    """Run a coroutine to completion, also from inside Jupyter's running event loop (in a worker thread)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, coro).result()
 
 
 def summarize_rollouts(records: list[dict[str, Any]]) -> dict[str, Any]:
@@ -79,6 +67,7 @@ def evaluate_as_agent(
     ``out_path`` (JSONL, one rollout per line) is rewritten from scratch so before/after numbers never mix.
     """
     from ..agent import AgentConfig, load_backend, run_file_async
+    from ..agent.runner import run_coroutine
     from ..tools.toolbox import make_toolbox
 
     out_path = Path(out_path)
@@ -96,5 +85,5 @@ def evaluate_as_agent(
         time_limit_s=900.0,
         system_prompt_style=system_prompt_style,  # the SFT data's prompt (notebook 01's cleaner)
     )
-    _run(run_file_async(questions_path, out_path, backend, tools, cfg, samples=1, workers=workers, limit=limit, progress=True))
+    run_coroutine(run_file_async(questions_path, out_path, backend, tools, cfg, samples=1, workers=workers, limit=limit, progress=True))
     return summarize_rollouts(read_jsonl(out_path))

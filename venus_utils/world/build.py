@@ -1,6 +1,7 @@
 """Build the offline research world folder (deterministic for a seed).
 
-Layout (the run-folder contract): ``pages.jsonl``, ``qa/{train,val,test}.parquet`` (the verl QA schema of
+Layout (the run-folder contract): ``pages.jsonl``, ``qa/{train,val,test}.parquet`` (+ ``qa/rl.parquet`` with
+``rl_frac``: questions for RL only; the verl QA schema of
 DR-Venus's ``RL/data/test.parquet``), ``trajectories/train-NNNNN.parquet`` (raw REDSearcher schema: ``meta``
 {question, answer}, ``messages`` without a system message, tool results as role ``user`` with raw Serper
 text, ``system_prompt``), ``trajectory_noise.jsonl`` (the noise injected in each row) and ``world.json``.
@@ -36,6 +37,8 @@ class WorldConfig:
     heldout_worlds: int = 0  # the last sub-worlds' questions go only to val/test (their pages stay in the index)
     val_frac: float = 0.05  # share of start entities whose questions form val
     test_frac: float = 0.10  # share of start entities whose questions form test
+    rl_frac: float = 0.0  # share of start entities (trained sub-worlds) whose questions form rl: RL's own questions,
+    #                       never in the SFT trajectories nor in val/test (DR-Venus: REDSearcher's RL 1K set)
     min_hops: int = 2
     max_hops: int = 4
     namesake_rate: float = 0.10  # share of people / organisations that are near-namesakes of another
@@ -54,6 +57,8 @@ class WorldConfig:
     def __post_init__(self):
         if self.size not in SIZES:
             raise ValueError(f"size must be one of {sorted(SIZES)}, got {self.size!r}")
+        if not (0 <= self.rl_frac and self.val_frac + self.test_frac + self.rl_frac < 1):
+            raise ValueError("need rl_frac >= 0 and val_frac + test_frac + rl_frac < 1")
         if not 0 <= self.heldout_worlds < max(self.n_worlds, 1) or self.n_worlds < 1:
             raise ValueError("need n_worlds >= 1 and 0 <= heldout_worlds < n_worlds")
         unknown = set(self.noise) - set(NOISE_KINDS)
@@ -76,7 +81,11 @@ def _split(cfg: WorldConfig, q) -> str:
     u = _unit(cfg.seed, "split", q.chain[0].id)
     if heldout_subworld(q.world, cfg.n_worlds, cfg.heldout_worlds):
         return "val" if u < cfg.val_frac / max(cfg.val_frac + cfg.test_frac, 1e-9) else "test"
-    return "test" if u < cfg.test_frac else "val" if u < cfg.test_frac + cfg.val_frac else "train"
+    if u < cfg.test_frac:
+        return "test"
+    if u < cfg.test_frac + cfg.val_frac:
+        return "val"
+    return "rl" if u < cfg.test_frac + cfg.val_frac + cfg.rl_frac else "train"
 
 
 def _qa_table(rows: list[dict]):
@@ -140,7 +149,7 @@ def build_world(out_dir: str | Path, seed: int = 0, size: str = "small", progres
         else:
             solved.append((q, msgs))
 
-    qa = {"train": [], "val": [], "test": []}
+    qa = {"train": [], "val": [], "test": [], **({"rl": []} if cfg.rl_frac > 0 else {})}
     for n, (q, msgs) in enumerate(solved):
         split = _split(cfg, q)
         qa[split].append((q, msgs, n))

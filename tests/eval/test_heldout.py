@@ -1,0 +1,101 @@
+"""The one held-out evaluation: a fixed question set per run, greedy scoring, and the statistics that compare models."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from venus_utils.eval.stats import accuracy_ci, accuracy_table, comparison_table, mcnemar_exact, paired_comparison
+
+
+def test_accuracy_interval_is_wilson_and_reports_n():
+    r = accuracy_ci([1] * 60 + [0] * 40)
+    assert r["n"] == 100 and r["accuracy"] == 0.6
+    assert r["ci_low"] == pytest.approx(0.5020, abs=1e-3) and r["ci_high"] == pytest.approx(0.6906, abs=1e-3)
+    assert accuracy_ci([])["accuracy"] is None
+    assert accuracy_ci([0, 0, 0])["ci_low"] == 0.0 and accuracy_ci([0, 0, 0])["ci_high"] > 0.3  # not a zero-width bar
+
+
+def test_exact_mcnemar_matches_the_binomial_definition():
+    assert mcnemar_exact(0, 0) == 1.0
+    assert mcnemar_exact(10, 2) == pytest.approx(0.0385742, rel=1e-5)  # 2 * P(X <= 2), X ~ Bin(12, 1/2)
+    assert mcnemar_exact(5, 5) == 1.0
+
+
+def test_paired_comparison_counts_fixed_and_broken_and_calls_noise_noise():
+    ids = [f"q{i}" for i in range(600)]
+    rng = np.random.default_rng(0)
+    before = pd.Series(rng.random(600) < 0.5, index=ids)
+    after = before.copy()
+    flip = rng.choice(600, size=40, replace=False)
+    after.iloc[flip[:22]] = True   # fixed where it was wrong
+    after.iloc[flip[22:]] = False  # broken where it was right
+    r = paired_comparison(before, after)
+    assert r["n"] == 600 and r["fixed"] + r["broken"] <= 40 and r["both_right"] + r["both_wrong"] >= 560
+    assert r["diff_ci_low"] <= r["difference"] <= r["diff_ci_high"]
+    assert r["mcnemar_p"] > 0.05 and "noise" in r["verdict"]
+    better = before.copy()
+    better.iloc[np.flatnonzero(~before.to_numpy())[:60]] = True
+    r = paired_comparison(before, better)
+    assert r["fixed"] == 60 and r["broken"] == 0 and r["mcnemar_p"] < 1e-10 and r["verdict"] == "improvement"
+    assert r["diff_ci_low"] > 0.05  # 0.10 with n=600: the interval excludes 0.05
+
+
+def test_only_common_questions_are_paired():
+    a = pd.Series([True, False, True], index=["a", "b", "c"])
+    b = pd.Series([True, True], index=["b", "z"])
+    r = paired_comparison(a, b)
+    assert r["n"] == 1 and r["fixed"] == 1
+
+
+def test_tables_break_down_by_subworld_and_hops():
+    per = pd.DataFrame({"id": list("abcdef"), "correct": [1, 1, 0, 0, 1, 0], "hops": [2, 2, 3, 3, 2, 3],
+                        "subworld": ["trained"] * 4 + ["held-out"] * 2})
+    t = accuracy_table(per)
+    assert list(t["group"]) == ["all", "subworld", "subworld", "hops", "hops"]
+    assert t.set_index(["group", "value"]).loc[("hops", "2"), "accuracy"] == 1.0
+    after = per.assign(correct=[1, 1, 1, 0, 1, 1])
+    c = comparison_table(per, after).set_index(["group", "value"])
+    assert c.loc[("all", "all"), "fixed"] == 2 and c.loc[("subworld", "held-out"), "fixed"] == 1
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    from venus_utils.modeling import build_tiny_model
+    from venus_utils.world import build_world
+
+    root = tmp_path_factory.mktemp("heldout_run")
+    build_world(root / "world", seed=0, size="tiny", progress=False, n_worlds=2, heldout_worlds=1)
+    build_tiny_model(root / "model", root / "world", size="micro", vocab_size=600)
+    return root
+
+
+def test_the_question_set_is_drawn_once_per_run_and_stratified(run):
+    from venus_utils.eval.heldout import heldout_questions
+
+    first = heldout_questions(run, run / "world", 12, seed=1)
+    again = heldout_questions(run, run / "world", 12, seed=1)
+    assert len(first) == 12 and first["id"].tolist() == again["id"].tolist()
+    assert {"template", "hops", "subworld"} <= set(first.columns) and set(first["subworld"]) <= {"trained", "held-out"}
+    other = heldout_questions(run, run / "world", 8, seed=1)  # another size: a new draw, recorded
+    assert len(other) == 8 and len(pd.read_parquet(run / "heldout" / "questions.parquet")) == 8
+
+
+def test_greedy_evaluation_scores_every_question_with_the_judge_and_is_deterministic(run, tmp_path):
+    from venus_utils.eval.heldout import EvalSettings, evaluate_model, heldout_questions, per_question, summary
+    from venus_utils.eval.judge import Judge
+
+    qa = heldout_questions(run, run / "world", 6, seed=2)
+    settings = EvalSettings(max_turns=2, max_new_tokens=16, workers=6)
+    judge = Judge.from_env("offline")
+    a = evaluate_model(run / "model", qa, tmp_path / "a.parquet", settings, world_dir=run / "world", judge=judge,
+                       progress=False)
+    b = evaluate_model(run / "model", qa, tmp_path / "b.parquet", settings,
+                       world_dir=run / "world", judge=judge, progress=False)
+    assert len(a) == 6 and set(a["id"]) == set(qa["id"].astype(str))
+    assert {"correct", "judge_method", "template", "hops", "subworld", "prediction"} <= set(a.columns)
+    assert a.sort_values("id")["prediction"].tolist() == b.sort_values("id")["prediction"].tolist()  # greedy
+    s = summary(a)
+    assert s["n"] == 6 and s["samples_per_question"] == 1 and s["by"][0]["group"] == "all"
+    assert len(per_question(a)) == 6

@@ -1,0 +1,140 @@
+"""The one held-out evaluation: notebooks 03, 04 and 05 score models on the same questions with the same code.
+
+- **One question set per run**: :func:`heldout_questions` draws it once from the world's test split (stratified by
+  template, hop count and sub-world, so trained and held-out sub-worlds keep their shares) and writes it to
+  ``<run>/heldout/``; every later call with the same size and seed reads that file.
+- **One protocol**: :func:`evaluate_model` answers every question with the agent loop (greedy decoding for the
+  headline accuracy, so a model's per-question results are deterministic and a later stage reuses them as a paired
+  baseline; ``samples`` > 1 at a temperature gives pass@k, reported separately), many questions at once (the local
+  backend batches concurrent generations into one ``generate`` call).
+- **One scorer**: :func:`venus_utils.eval.metrics.score` with the configured :class:`~venus_utils.eval.judge.Judge`
+  (the offline judge by default, the LLM judge when its endpoint is set); its verdict method is kept per answer.
+- **One set of statistics**: :mod:`venus_utils.eval.stats` (intervals, paired McNemar comparisons).
+
+A scored result is a table with one row per (question, sample): ``id``, ``sample``, ``question``, ``answer``,
+``prediction``, ``correct``, ``judge_method``, ``turns``, ``termination`` and the question's ``template``, ``hops``
+and ``subworld``.  :func:`load_scored` reads one back; :func:`per_question` reduces it to one row per question.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ..io import atomic_path, read_json, write_json
+
+HELDOUT_DIR = "heldout"
+META_COLUMNS = ("template", "hops", "subworld", "world")
+DROP_COLUMNS = ("messages", "turn_log", "boundaries", "prompt_ids", "completion_ids", "completion_mask")
+
+
+def draw_heldout(world_dir: str | Path, n: int | None, seed: int = 0, split: str = "test") -> pd.DataFrame:
+    """``n`` questions of the world's ``split`` keeping its mix of templates, hop counts and sub-worlds (all of them
+    when ``n`` is None): the first rows of a split are one template from trained sub-worlds and would overstate what
+    the agent can do."""
+    from ..world import load_world_questions
+    from .loaders import stratified_sample
+
+    return stratified_sample(load_world_questions(world_dir, split), n, by=("template", "hops", "subworld"), seed=seed)
+
+
+def heldout_questions(run_dir: str | Path, world_dir: str | Path, n: int | None, seed: int = 0,
+                      split: str = "test") -> pd.DataFrame:
+    """The run's held-out questions: drawn once (:func:`draw_heldout`) into ``<run_dir>/heldout/`` and read from
+    there by every stage asking for the same ``n``, ``seed`` and ``split``."""
+    folder = Path(run_dir) / HELDOUT_DIR
+    wanted = {"n": n, "seed": seed, "split": split, "world": Path(world_dir).name}
+    table = folder / "questions.parquet"
+    if table.exists() and (folder / "meta.json").exists() and read_json(folder / "meta.json") == wanted:
+        return pd.read_parquet(table)
+    qa = draw_heldout(world_dir, n, seed, split)
+    with atomic_path(table) as tmp:
+        qa.to_parquet(tmp)
+    write_json(folder / "meta.json", wanted)
+    print(f"[heldout] drew {len(qa)} questions from the {split} split into {folder}")
+    return qa
+
+
+@dataclass
+class EvalSettings:
+    """How a model answers the held-out questions.  ``temperature`` 0 (greedy) for the headline accuracy."""
+
+    max_turns: int = 8
+    max_new_tokens: int = 128
+    system_prompt_style: str = "dr-venus"
+    temperature: float = 0.0
+    samples: int = 1
+    workers: int = 32  # questions answered at once; the local backend batches their generations
+    device: str = "cpu"
+
+
+def evaluate_model(model_dir: str | Path, questions: pd.DataFrame, out_path: str | Path, settings: EvalSettings,
+                   *, world_dir: str | Path | None = None, tools: Any = None, judge: Any = None,
+                   progress: bool = True) -> pd.DataFrame:
+    """Answer ``questions`` with the model folder ``model_dir`` and score the answers; writes the raw rollouts to
+    ``<out_path>.jsonl`` (resumable, restarted when the model or settings change) and the scored table to
+    ``out_path`` (parquet).  Returns the scored table."""
+    from ..agent import AgentConfig, load_backend
+    from ..agent.runner import run_coroutine, run_file_async
+    from ..tools import make_toolbox
+    from . import loaders, metrics
+
+    out_path = Path(out_path)
+    rollouts = out_path.with_suffix(".jsonl")
+    model_dir = Path(model_dir)
+    stamp = max((f.stat().st_mtime_ns for f in model_dir.iterdir() if f.is_file()), default=0)
+    fingerprint = dict(model=str(model_dir.resolve()), model_files=stamp, questions=questions["id"].astype(str).tolist(),
+                       **asdict(settings))
+    loaders.fresh_predictions(rollouts, fingerprint)
+    backend = load_backend(str(model_dir), device=settings.device, max_batch=max(1, settings.workers))
+    if tools is None:
+        tools = make_toolbox("local", world_dir)
+    cfg = AgentConfig(max_turns=settings.max_turns, max_new_tokens=settings.max_new_tokens,
+                      temperature=settings.temperature, top_k=None, attempts=1,  # measure what the model does
+                      context_limit=int(getattr(backend.model.config, "max_position_embeddings", 8192))
+                      - settings.max_new_tokens, time_limit_s=900.0, system_prompt_style=settings.system_prompt_style)
+    rows = [{"index": str(r.id), "question": r.question, "gt": r.answer, "data_source": r.source}
+            for r in questions.itertuples(index=False)]
+    run_coroutine(run_file_async(rows, rollouts, backend, tools, cfg, samples=settings.samples,
+                                 workers=settings.workers, progress=progress))
+    table = metrics.attach_answers(loaders.load_predictions(rollouts), questions)
+    scored = metrics.score(table, judge=judge, progress=False)
+    scored = scored.drop(columns=[c for c in DROP_COLUMNS if c in scored.columns])
+    with atomic_path(out_path) as tmp:
+        scored.to_parquet(tmp)
+    return scored
+
+
+def load_scored(path: str | Path) -> pd.DataFrame:
+    """A scored table written by :func:`evaluate_model`."""
+    return pd.read_parquet(path)
+
+
+def per_question(scored: pd.DataFrame) -> pd.DataFrame:
+    """One row per question: ``correct`` (the majority over its samples; with greedy decoding its one answer),
+    ``pass_rate`` (mean over samples) and the question's breakdown columns."""
+    keep = [c for c in META_COLUMNS if c in scored.columns]
+    g = scored.groupby("id", sort=False)
+    out = g.agg(pass_rate=("correct", "mean"), samples=("correct", "size"), turns=("turns", "mean"))
+    out["correct"] = out["pass_rate"] >= 0.5
+    if keep:
+        out = out.join(g[keep].first())
+    return out.reset_index()
+
+
+def summary(scored: pd.DataFrame, by: tuple[str, ...] = ("subworld", "hops")) -> dict:
+    """``summary.json`` figures of one scored evaluation: accuracy with n and interval, the judge methods used and
+    the breakdowns (records of :func:`venus_utils.eval.stats.accuracy_table`)."""
+    from .stats import accuracy_ci, accuracy_table
+
+    pq = per_question(scored)
+    overall = accuracy_ci(pq["correct"].tolist())
+    return {"accuracy": overall["accuracy"], "n": overall["n"], "ci_low": overall["ci_low"],
+            "ci_high": overall["ci_high"], "samples_per_question": int(pq["samples"].min()) if len(pq) else 0,
+            "mean_turns": float(scored["turns"].mean()) if len(scored) else None,
+            "judge_methods": {str(k): int(v) for k, v in scored.get("judge_method", pd.Series(dtype=str))
+                              .value_counts().items()},
+            "by": accuracy_table(pq, by).to_dict("records")}

@@ -1,0 +1,99 @@
+"""Statistics a reviewer accepts for agent accuracies, from SciPy rather than hand-rolled formulas.
+
+- :func:`accuracy_ci`: an accuracy with its n and a 95% Wilson score interval (``scipy.stats.binomtest``).
+- :func:`paired_comparison`: two models on the same questions: the paired difference with a 95% bootstrap interval
+  over questions (``scipy.stats.bootstrap``, paired by construction: each resample draws whole questions), the
+  exact McNemar p-value (a two-sided binomial test on the discordant questions, which is what the exact McNemar
+  test is) and the fixed / broken / unchanged counts.
+- :func:`accuracy_table` and :func:`comparison_table`: the same as tables, overall and by breakdown columns
+  (sub-world, hops...), each row with its own interval.  Notebooks 03, 04 and 05 show these tables.
+
+Inputs are per-question correctness (one greedy answer per question, or the mean over samples rounded to a
+majority for the paired test); see :mod:`venus_utils.eval.heldout`.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+LEVEL = 0.95
+ALPHA = 0.05
+
+
+def accuracy_ci(correct: Sequence[bool] | Sequence[float], level: float = LEVEL) -> dict:
+    """``{n, correct, accuracy, ci_low, ci_high}`` of 0/1 outcomes (Wilson score interval)."""
+    from scipy.stats import binomtest
+
+    values = [bool(round(float(c))) for c in correct]
+    n, k = len(values), int(sum(values))
+    if n == 0:
+        return {"n": 0, "correct": 0, "accuracy": None, "ci_low": None, "ci_high": None}
+    ci = binomtest(k, n).proportion_ci(confidence_level=level, method="wilson")
+    return {"n": n, "correct": k, "accuracy": k / n, "ci_low": float(ci.low), "ci_high": float(ci.high)}
+
+
+def mcnemar_exact(fixed: int, broken: int) -> float:
+    """Two-sided exact McNemar p-value from the discordant counts (1.0 when there are none)."""
+    from scipy.stats import binomtest
+
+    if fixed + broken == 0:
+        return 1.0
+    return float(binomtest(fixed, fixed + broken, 0.5).pvalue)
+
+
+def paired_comparison(before: pd.Series, after: pd.Series, level: float = LEVEL, seed: int = 0) -> dict:
+    """``before`` and ``after``: per-question correctness indexed by question id.  Only questions both scored are
+    compared.  Returns n, both accuracies, the difference (after - before) with its bootstrap interval, the
+    fixed / broken / both-right / both-wrong counts, the exact McNemar p-value and a plain verdict."""
+    from scipy.stats import bootstrap
+
+    both = pd.concat([before.rename("a"), after.rename("b")], axis=1, join="inner").astype(float).round().astype(bool)
+    n = len(both)
+    a, b = both["a"].to_numpy(), both["b"].to_numpy()
+    fixed, broken = int((~a & b).sum()), int((a & ~b).sum())
+    diff = (b.astype(float) - a.astype(float))
+    mean = float(diff.mean()) if n else None
+    if n > 1 and diff.std() > 0:
+        res = bootstrap((diff,), np.mean, confidence_level=level, n_resamples=9999, method="percentile",
+                        random_state=np.random.default_rng(seed))
+        low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
+    else:
+        low = high = mean
+    p = mcnemar_exact(fixed, broken)
+    if not n:
+        verdict = "no common questions"
+    elif p < ALPHA:
+        verdict = "improvement" if fixed > broken else "regression"
+    else:
+        verdict = "no significant difference (noise)"
+    return {"n": n, "accuracy_before": float(a.mean()) if n else None, "accuracy_after": float(b.mean()) if n else None,
+            "difference": mean, "diff_ci_low": low, "diff_ci_high": high, "fixed": fixed, "broken": broken,
+            "both_right": int((a & b).sum()), "both_wrong": int((~a & ~b).sum()), "mcnemar_p": p, "verdict": verdict}
+
+
+def _groups(table: pd.DataFrame, by: Iterable[str]):
+    yield "all", "all", table
+    for col in by:
+        if col in table:
+            for value, part in table.groupby(col, sort=True):
+                yield col, value, part
+
+
+def accuracy_table(scored: pd.DataFrame, by: Iterable[str] = ("subworld", "hops"), key: str = "correct") -> pd.DataFrame:
+    """Accuracy with n and 95% interval overall and per value of each ``by`` column of a per-question table."""
+    rows = [{"group": col, "value": str(value), **accuracy_ci(part[key].tolist())} for col, value, part in
+            _groups(scored, by)]
+    return pd.DataFrame(rows).round({"accuracy": 4, "ci_low": 4, "ci_high": 4})
+
+
+def comparison_table(before: pd.DataFrame, after: pd.DataFrame, by: Iterable[str] = ("subworld", "hops"),
+                     id_col: str = "id", key: str = "correct") -> pd.DataFrame:
+    """:func:`paired_comparison` overall and per value of each ``by`` column (taken from ``after``)."""
+    b = before.set_index(id_col)[key]
+    rows = []
+    for col, value, part in _groups(after, by):
+        rows.append({"group": col, "value": str(value), **paired_comparison(b, part.set_index(id_col)[key])})
+    return pd.DataFrame(rows)
