@@ -142,6 +142,8 @@ def test_checkpoint_curve_scores_evenly_spaced_checkpoints(micro_model_dir, tmp_
     for step in (10, 20, 30, 40, 50):
         shutil.copytree(micro_model_dir, tmp_path / f"checkpoint-{step}")
     (tmp_path / "checkpoint-60").mkdir()  # an adapter-only (LoRA) checkpoint: skipped
+    for step in (10, 20, 30, 40, 50, 60):  # what makes a checkpoint complete (venus_utils.checkpoints)
+        (tmp_path / f"checkpoint-{step}" / "trainer_state.json").write_text(f'{{"global_step": {step}}}')
     tok = AutoTokenizer.from_pretrained(micro_model_dir)
     rows = [tokenize_conversation(c["messages"], tok) for c in synthetic_conversations(2, seed=5)]
     curve = checkpoint_curve(tmp_path, rows, max_checkpoints=3)
