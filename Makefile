@@ -16,7 +16,7 @@ export TOKENIZERS_PARALLELISM := false
 export PYTHONUNBUFFERED := 1
 export UNSLOTH_DISABLE_STATS := 1
 
-.PHONY: help setup setup-unsloth browser pipeline test test-core test-unsloth lab gpu bench clean-runs
+.PHONY: help setup setup-unsloth browser pipeline book test test-core test-unsloth lab gpu bench clean-runs
 
 help:
 	@echo "make pipeline   run all notebooks on the offline default (PROFILE=smoke|cpu|paper|colab)"
@@ -62,6 +62,11 @@ ENV_STAMP = $(if $(wildcard $(VENV)/.stamp-gpu),$(VENV)/.stamp-gpu,$(VENV)/.stam
 # --- what users run ---------------------------------------------------------------------------------------
 pipeline: $(ENV_STAMP)
 	$(VENV)/bin/python -m venus_utils.pipeline --params $(PARAMS) $(PIPELINE_ARGS)
+
+# A static HTML site of an executed run (one page per notebook, with its plots and tables, and an index of the
+# key figures), in runs/$(PROFILE)/book/. Secrets are masked; nothing is executed. Run `make pipeline` first.
+book: $(ENV_STAMP)
+	$(VENV)/bin/python -m venus_utils.book --run runs/$(PROFILE) $(BOOK_ARGS)
 
 test: test-core test-unsloth
 

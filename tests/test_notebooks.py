@@ -73,3 +73,23 @@ def test_no_secret_in_any_artifact(smoke_run):
             if FAKE_SECRET.encode() in path.read_bytes():
                 leaks.append(str(path.relative_to(out)))
     assert not leaks, f"secret found in {leaks}"
+
+
+def test_the_smoke_run_renders_as_a_book_with_every_figure(smoke_run, tmp_path):
+    """`make book` on the suite's own smoke run: a page per stage in order, each with the figures its notebook drew,
+    and the fake key that was in the environment nowhere."""
+    import nbformat
+
+    from venus_utils.book import build_book
+
+    out, _ = smoke_run
+    index = build_book(out, tmp_path / "book")
+    pages = sorted(index.parent.glob("[0-9][0-9]_*.html"))
+    assert [p.stem for p in pages] == STAGES
+    for page in pages:
+        nb = nbformat.read(out / page.stem / f"{page.stem}.ipynb", as_version=4)
+        figures = sum("image/png" in o.get("data", {}) for c in nb.cells for o in c.get("outputs", []))
+        html = page.read_text(encoding="utf-8")
+        assert html.count("data:image/png;base64") >= figures, page.name
+        assert FAKE_SECRET not in html
+    assert all(stage in index.read_text(encoding="utf-8") for stage in STAGES)
