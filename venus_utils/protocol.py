@@ -357,18 +357,26 @@ FORCE_MAX_STEPS = (
 )
 
 
-def repair_tags(text: str) -> str:
-    """DR-Venus's sanitiser (inference version): cut hallucinated observations, close or open ``<think>``.
+REPAIR_MODES = ("inference", "training")
+
+
+def repair_tags(text: str, mode: str = "inference") -> str:
+    """DR-Venus's sanitiser: cut hallucinated observations, close or open ``<think>``.
 
     - everything from the first ``<tool_response>`` on is dropped;
-    - an unclosed ``<think>`` gets ``\\n</think>\\n`` before the first ``<answer>``/``<tool_call>``, else at the end;
+    - an unclosed ``<think>``: ``mode="inference"`` (DR-Venus's inference loop) inserts ``\\n</think>\\n`` before
+      the first ``<answer>``/``<tool_call>``, else appends ``\\n</think>``; ``mode="training"`` (its RL rollout loop,
+      ``dr_agent_loop.py``) always appends ``\\n</think>`` at the end, so a tool call or answer written inside the
+      unclosed block stays inside it and the turn fails the format check (IGPO's -1);
     - a ``</think>`` without ``<think>`` gets ``<think>\\n`` in front.
     """
+    if mode not in REPAIR_MODES:
+        raise ValueError(f"repair mode must be one of {REPAIR_MODES}, got {mode!r}")
     cut = text.find(TOOL_RESPONSE_OPEN)
     if cut != -1:
         text = text[:cut]
     if THINK_OPEN in text and THINK_CLOSE not in text:
-        for tag in (ANSWER_OPEN, TOOL_CALL_OPEN):
+        for tag in (ANSWER_OPEN, TOOL_CALL_OPEN) if mode == "inference" else ():
             pos = text.find(tag)
             if pos != -1:
                 return text[:pos] + f"\n{THINK_CLOSE}\n" + text[pos:]

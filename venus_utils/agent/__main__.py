@@ -6,6 +6,14 @@ uses Serper + Jina with the keys from the environment / ``.env``.
 
 Inputs are checked before the model loads: a missing world folder, model or question file, a file where a
 folder is expected (or the reverse), or an empty question file exits 2 with one message naming the path.
+
+The system prompt style and the limits (``--system-prompt-style``, ``--max-turns``, ``--max-new-tokens``) default
+to what the model folder's ``venus_agent.json`` says (written by the SFT export and the RL save: how the model was
+trained; for an http model, the ``--tokenizer`` folder's), else DR-Venus's defaults (dr-venus prompt, 200 turns x
+15,000 tokens; ``--mode rl``: 8192 tokens); the settings used are printed to stderr first.
+
+``ask`` prints the conversation to stdout as it happens (each message when it is added, then the prediction and
+the termination) and, on stderr, a line before each generated turn.
 """
 
 from __future__ import annotations
@@ -27,12 +35,15 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--world", default=None, help="world folder for --tools local")
     p.add_argument("--device", default="cpu")
     p.add_argument("--mode", default="inference", choices=["inference", "rl"], help="DR-Venus's inference or RL loop settings")
-    p.add_argument("--max-turns", type=int, default=None)
-    p.add_argument("--max-new-tokens", type=int, default=None)
+    p.add_argument("--max-turns", type=int, default=None,
+                   help="assistant turns per question (default: the model folder's venus_agent.json, else 200)")
+    p.add_argument("--max-new-tokens", type=int, default=None,
+                   help="new tokens per turn (default: the model folder's venus_agent.json, else 15000; rl: 8192)")
     p.add_argument("--temperature", type=float, default=None)
     p.add_argument("--tool-timeout", type=float, default=150.0)
-    p.add_argument("--system-prompt-style", default="dr-venus", choices=["dr-venus", "compact"],
-                   help="the system prompt the model was trained with (compact: the offline profiles)")
+    p.add_argument("--system-prompt-style", default=None, choices=["dr-venus", "compact"],
+                   help="the system prompt the model was trained with (compact: the offline profiles); default: the "
+                        "model folder's venus_agent.json, else dr-venus")
 
 
 MODEL_HINT = "expected a save_pretrained model folder or an http(s)://host:port/v1 server"
@@ -71,7 +82,7 @@ def _setup(parser: argparse.ArgumentParser, args):
     ``parser.error`` (one message, exit 2)."""
     from ..tools import make_toolbox
     from .backends import load_backend
-    from .loop import AgentConfig
+    from .settings import resolve_agent_settings
 
     if args.tools == "local" and not args.world:
         parser.error("--tools local needs --world DIR (build one with `python -m venus_utils.world build --out DIR`)")
@@ -88,10 +99,14 @@ def _setup(parser: argparse.ArgumentParser, args):
     _model_paths(parser, args)
     _output_file(parser, getattr(args, "output", None), "output")
     _output_file(parser, getattr(args, "trace", None), "trace")
-    overrides = {k: v for k, v in {"max_turns": args.max_turns, "max_new_tokens": args.max_new_tokens,
-                                   "temperature": args.temperature}.items() if v is not None}
-    overrides["system_prompt_style"] = args.system_prompt_style
-    cfg = AgentConfig.rl(**overrides) if args.mode == "rl" else AgentConfig(**overrides)
+    try:
+        settings = resolve_agent_settings(args.model, tokenizer=args.tokenizer, mode=args.mode,
+                                          system_prompt_style=args.system_prompt_style, max_turns=args.max_turns,
+                                          max_new_tokens=args.max_new_tokens)
+    except ValueError as exc:  # a malformed venus_agent.json in the model folder, or a limit below 1
+        parser.error(str(exc))
+    cfg = settings.config(**({"temperature": args.temperature} if args.temperature is not None else {}))
+    print(f"[agent] {args.model}: {settings.describe()}", file=sys.stderr, flush=True)
     try:
         tools = make_toolbox(args.tools, world_dir=args.world, timeout=args.tool_timeout)
     except (OSError, ValueError) as exc:  # a missing or malformed world folder
@@ -103,6 +118,22 @@ def _setup(parser: argparse.ArgumentParser, args):
         detail = (str(exc).strip() or type(exc).__name__).splitlines()[0]
         parser.error(f"cannot load the model {args.model}: {detail} ({MODEL_HINT})")
     return backend, tools, cfg, questions
+
+
+def _printer(cfg):
+    """``run_agent``'s ``on_event`` for ``ask``: each message (but the system prompt) to stdout when it is added, a
+    line on stderr before each generated turn, both flushed at once."""
+
+    def on_event(event: dict) -> None:
+        if event["event"] == "generate":
+            forced = f" (forced to answer: {event['forced']})" if event["forced"] else ""
+            print(f"[agent] turn {event['step'] + 1}/{cfg.max_turns}: generating, at most {cfg.max_new_tokens} new "
+                  f"tokens{forced}...", file=sys.stderr, flush=True)
+        elif event["message"]["role"] != "system":
+            msg = event["message"]
+            print(f"--- {msg['role']} ---\n{redact(msg['content'])}\n", flush=True)
+
+    return on_event
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -127,9 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         from ..io import dumps_json
         from .loop import run_agent
 
-        rollout = asyncio.run(run_agent(args.question, backend, tools, cfg))
-        for msg in rollout.messages[1:]:
-            print(f"--- {msg['role']} ---\n{redact(msg['content'])}\n")
+        rollout = asyncio.run(run_agent(args.question, backend, tools, cfg, on_event=_printer(cfg)))
         print(f"=== prediction: {rollout.prediction}\n=== termination: {rollout.termination}, turns {rollout.turns}, "
               f"tool calls {rollout.tool_call_count}, {rollout.elapsed_seconds:.1f} s")
         if args.trace:

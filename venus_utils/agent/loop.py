@@ -22,7 +22,7 @@ import random
 import time
 import traceback
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from .. import protocol
 from ..protocol import THINK_RE
@@ -50,16 +50,21 @@ class AgentConfig:
     malformed_message: str = protocol.MALFORMED_INFERENCE  # RL: protocol.MALFORMED_RL
     current_date: str = protocol.DEFAULT_DATE
     system_prompt_style: str = "dr-venus"  # dr-venus (exact) | compact (offline profiles; as the SFT data's cleaner)
+    tag_repair: str = "inference"  # how an unclosed <think> is closed (protocol.repair_tags); RL: "training"
 
     def __post_init__(self):
         protocol.check_system_prompt_style(self.system_prompt_style)
+        if self.tag_repair not in protocol.REPAIR_MODES:
+            raise ValueError(f"tag_repair must be one of {protocol.REPAIR_MODES}, got {self.tag_repair!r}")
 
     @classmethod
     def rl(cls, **overrides) -> "AgentConfig":
         """DR-Venus's RL rollout (``dr_agent_loop.py``): 8192 tokens/turn, no top-k, no presence penalty, no
-        retries, no stop strings, unknown tools allowed, the RL malformed message, context 261000 - 8192."""
+        retries, no stop strings, unknown tools allowed, the RL malformed message, context 261000 - 8192, and its
+        tag repair (an unclosed ``<think>`` is closed at the end of the turn: a call inside it is penalised)."""
         values = dict(max_new_tokens=8192, top_k=None, presence_penalty=0.0, stop=(), attempts=1,
-                      reject_unknown_tools=False, malformed_message=protocol.MALFORMED_RL, context_limit=252_808)
+                      reject_unknown_tools=False, malformed_message=protocol.MALFORMED_RL, context_limit=252_808,
+                      tag_repair="training")
         return cls(**{**values, **overrides})
 
     def sampling(self) -> Sampling:
@@ -126,7 +131,7 @@ async def _generate_turn(backend, conv: Conversation, cfg: AgentConfig, seen: se
         if not last and "repetition" in cfg.retry_on and protocol.is_repetitive(gen.text):
             continue
         raw = gen.text if gen.text.lstrip().startswith("<think>") else think_prefix + gen.text
-        text = protocol.repair_tags(raw)
+        text = protocol.repair_tags(raw, cfg.tag_repair)
         turn = protocol.parse_turn(text, allowed)
         if turn.kind == "error":
             r.parse_error_count += 1
@@ -140,8 +145,14 @@ async def _generate_turn(backend, conv: Conversation, cfg: AgentConfig, seen: se
     return None  # pragma: no cover
 
 
-async def run_agent(question: str, backend: Any, tools: Any, cfg: AgentConfig | None = None) -> Rollout:
-    """Research ``question`` with ``backend`` (a model) and ``tools`` (a :class:`venus_utils.tools.Toolbox`)."""
+async def run_agent(question: str, backend: Any, tools: Any, cfg: AgentConfig | None = None,
+                    on_event: Callable[[dict], None] | None = None) -> Rollout:
+    """Research ``question`` with ``backend`` (a model) and ``tools`` (a :class:`venus_utils.tools.Toolbox`).
+
+    ``on_event`` (optional) sees the rollout as it happens: ``{"event": "message", "step", "message"}`` for every
+    message of the conversation when it is added (the system prompt and question first; a forcing note that replaces
+    the last tool response comes again as a message), ``{"event": "generate", "step", "forced"}`` before each turn is
+    generated (``python -m venus_utils.agent ask`` prints them)."""
     cfg = cfg or AgentConfig()
     start = time.monotonic()
     r = Rollout(question)
@@ -149,6 +160,9 @@ async def run_agent(question: str, backend: Any, tools: Any, cfg: AgentConfig | 
     system = protocol.system_prompt(cfg.current_date, style=cfg.system_prompt_style)
     messages = [{"role": "system", "content": system}, {"role": "user", "content": question}]
     conv = Conversation(messages, chat)
+    notify = on_event or (lambda event: None)
+    for msg in conv.messages:
+        notify({"event": "message", "step": None, "message": dict(msg)})
     think_prefix = chat.think_prefix if chat is not None else "<think>\n"
     seen: set[str] = set()
     try:
@@ -163,7 +177,9 @@ async def run_agent(question: str, backend: Any, tools: Any, cfg: AgentConfig | 
                 forced, note = ("max_steps", protocol.FORCE_MAX_STEPS)
             if forced:
                 conv.replace_last_user(protocol.wrap_tool_response(note))
+                notify({"event": "message", "step": step, "message": dict(conv.messages[-1])})
             r.boundaries.append({"step": step, "context_len": len(conv), "n_messages": len(conv.messages), "tool": None})
+            notify({"event": "generate", "step": step, "forced": forced})
             t_gen = time.monotonic()
             out = await _generate_turn(backend, conv, cfg, seen, r, think_prefix)
             gen_s = time.monotonic() - t_gen
@@ -172,6 +188,7 @@ async def run_agent(question: str, backend: Any, tools: Any, cfg: AgentConfig | 
                 break
             gen, text, turn, attempts = out
             conv.add_assistant(text, gen.ids)
+            notify({"event": "message", "step": step, "message": dict(conv.messages[-1])})
             r.turns += 1
             log = {"step": step, "kind": turn.kind, "tool": turn.call.name if turn.call else None,
                    "arguments": turn.call.arguments if turn.kind == "call" else None, "error": turn.error,
@@ -195,6 +212,7 @@ async def run_agent(question: str, backend: Any, tools: Any, cfg: AgentConfig | 
                 conv.add_user(protocol.wrap_tool_response(result))
             else:
                 conv.add_user(protocol.wrap_tool_response(cfg.malformed_message))
+            notify({"event": "message", "step": step, "message": dict(conv.messages[-1])})
         else:  # pragma: no cover - the last step always breaks
             r.termination = "max_steps"
     except Exception as exc:

@@ -5,14 +5,16 @@ the network: anyone who can reach the port can run the agent; the demo has no au
 warning).  Endpoint URLs typed in the UI ("Check service", an endpoint model, a summary model) are contacted
 only when they are the configured ``--model`` endpoint or a loopback address, unless ``--allow-any-endpoint``.
 Defaults come from a profile's run folder: the offline world of ``runs/<profile>/00_setup/world`` and the
-best model there (RL > SFT > tiny base).
+best model there (RL > SFT > tiny base).  The system prompt, the turns and the tokens per turn default to the chosen
+model's own (the ``venus_agent.json`` its training wrote), else the dr-venus prompt, 20 turns and 2048 tokens.
 """
 
 from __future__ import annotations
 
 import argparse
 
-from .runner import MAX_STEPS_LIMIT, DemoSettings, default_settings
+from .runner import DEMO_FALLBACK, MAX_STEPS_LIMIT, PROMPT_CHOICES, DemoSettings, InputError, agent_settings, \
+    default_settings, model_folder
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -24,8 +26,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--model", default="auto",
                         help="auto (the run's best model: RL > SFT > base), a model folder, or http(s)://host:port/v1")
     parser.add_argument("--web", action="store_true", help="default to the web tools (Serper + Jina) instead of the world")
-    parser.add_argument("--max-steps", type=int, default=20, help=f"default turn budget (1-{MAX_STEPS_LIMIT})")
-    parser.add_argument("--max-new-tokens", type=int, default=2048, help="tokens per turn (default 2048)")
+    parser.add_argument("--max-steps", type=int, default=None,
+                        help=f"default turn budget (1-{MAX_STEPS_LIMIT}; default: the model's own, else "
+                             f"{DEMO_FALLBACK['max_turns']})")
+    parser.add_argument("--max-new-tokens", type=int, default=None,
+                        help=f"tokens per turn (default: the model's own, else {DEMO_FALLBACK['max_new_tokens']})")
+    parser.add_argument("--system-prompt-style", default="auto", choices=PROMPT_CHOICES,
+                        help="the default of the UI's system prompt choice (auto: the model's own, else dr-venus)")
     parser.add_argument("--device", default="cpu", help="device of local models (cpu, cuda)")
     parser.add_argument("--allow-any-endpoint", action="store_true",
                         help="let users make the server contact any endpoint URL they type (default: only the "
@@ -33,12 +40,17 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     defaults: DemoSettings = default_settings(args.run_dir, model=args.model, offline=not args.web,
                                               max_steps=args.max_steps, max_new_tokens=args.max_new_tokens,
+                                              system_prompt_style=args.system_prompt_style,
                                               device=args.device).validated()
+    try:
+        runs_with = agent_settings(defaults, model_folder(defaults)).describe()
+    except InputError as exc:  # no model in the run folder yet: the UI says so when a run starts
+        runs_with = str(exc)
 
     from .app import launch
 
     print(f"venus-recipe demo on http://{args.host}:{args.port} (model: {defaults.model} "
-          f"{defaults.checkpoint or ''}, tools: {defaults.tools}); Ctrl-C to quit", flush=True)
+          f"{defaults.checkpoint or ''}, tools: {defaults.tools}; {runs_with}); Ctrl-C to quit", flush=True)
     launch(host=args.host, port=args.port, defaults=defaults, concurrency=args.concurrency, block=True,
            allow_any_endpoint=args.allow_any_endpoint)
 

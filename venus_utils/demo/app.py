@@ -23,8 +23,8 @@ from typing import Any
 import gradio as gr
 
 from .cards import render_html, steps_from_messages
-from .runner import (MAX_QUESTION_CHARS, MAX_STEPS_LIMIT, DemoSettings, InputError, Run, RunFn, RunSlots,
-                     check_endpoint, check_question, is_loopback)
+from .runner import (DEMO_FALLBACK, MAX_QUESTION_CHARS, MAX_STEPS_LIMIT, DemoSettings, InputError, Run, RunFn, RunSlots,
+                     agent_settings, check_endpoint, check_question, is_loopback, model_folder)
 
 POLL_S = 0.5  # how often the feed refreshes while a run is going
 TERMINAL = ("Completed", "Stopped", "Error")
@@ -40,7 +40,8 @@ def _answer_markdown(run: Run | None) -> str:
         return "*Researching…*" if status in ("Running", "Starting") else "*No answer.*"
     answer = result.get("prediction") or "*(no answer)*"
     rows = [("termination", result.get("termination", "")), ("turns", result.get("turns", "")),
-            ("tool calls", result.get("tool_call_count", "")), ("elapsed", f"{run.elapsed:.1f} s")]
+            ("tool calls", result.get("tool_call_count", "")), ("elapsed", f"{run.elapsed:.1f} s"),
+            ("system prompt", (result.get("agent_settings") or {}).get("system_prompt_style", ""))]
     table = "| " + " | ".join(k for k, _ in rows) + " |\n|" + "---|" * len(rows) + "\n| " + " | ".join(
         str(v) for _, v in rows) + " |"
     return f"**Answer:** {answer}\n\n{table}"
@@ -77,17 +78,37 @@ class DemoServer:
     def _session(self, request: Any) -> str:
         return getattr(request, "session_hash", None) or "default"
 
+    def model_defaults(self, model: str, checkpoint: str) -> tuple[int | None, str]:
+        """``(turns, note)`` for a model choice: the turns a run of it takes unless the user moves the slider (the
+        model's own, from its ``venus_agent.json``, unless the operator fixed them with ``--max-steps``) and a note
+        on the prompt and limits "the model's own" means for it (None and the reason when it cannot be told)."""
+        try:
+            settings = replace(self.defaults, model=model, checkpoint=checkpoint, system_prompt_style="auto",
+                               extra=dict(self.defaults.extra))
+            found = agent_settings(settings, model_folder(settings))
+        except InputError as exc:
+            return None, f"<small>{exc}</small>"
+        return found.max_turns, f"<small>This model: {found.describe()}.</small>"
+
+    def model_settings(self, model: str, checkpoint: str) -> tuple[Any, str]:
+        """The model choice changed: move the turn slider to :meth:`model_defaults`' turns, show its note."""
+        turns, note = self.model_defaults(model, checkpoint)
+        return (gr.update() if turns is None else gr.update(value=turns)), note
+
     def start(self, question, model, checkpoint, endpoint, endpoint_model, endpoint_key, tools, world_dir,
-              serper_key, jina_key, summary_base, summary_key, summary_model, max_steps, request: gr.Request = None):
+              serper_key, jina_key, summary_base, summary_key, summary_model, max_steps, system_prompt_style="auto",
+              request: gr.Request = None):
         """Generator: validate, start this session's run when a run slot is free, then stream (feed, answer,
-        status) until it ends.  A client that cancels or goes away closes the generator: that stops the run."""
+        status) until it ends.  A client that cancels or goes away closes the generator: that stops the run.
+        ``system_prompt_style``: auto (the chosen model's own), dr-venus or compact."""
         try:
             question = check_question(question)
             settings = replace(self.defaults, model=model, checkpoint=checkpoint, endpoint=endpoint,
                                endpoint_model=endpoint_model, endpoint_key=endpoint_key, tools=tools,
                                world_dir=world_dir, serper_key=serper_key, jina_key=jina_key,
                                summary_base=summary_base, summary_key=summary_key, summary_model=summary_model,
-                               max_steps=max_steps, extra=dict(self.defaults.extra)).validated()
+                               max_steps=max_steps, system_prompt_style=system_prompt_style,
+                               extra=dict(self.defaults.extra)).validated()
             if settings.model == "endpoint":
                 self.check_url(settings.endpoint)
             if settings.tools == "web" and settings.summary_base:
@@ -150,6 +171,8 @@ class DemoServer:
     # ---- layout --------------------------------------------------------------------------------------
     def build(self) -> gr.Blocks:
         d = self.defaults
+        start_turns, model_note = self.model_defaults(d.model, d.checkpoint)
+        start_turns = start_turns or d.max_steps or DEMO_FALLBACK["max_turns"]
         with gr.Blocks(title="venus-recipe · deep-research demo", analytics_enabled=False) as demo:
             gr.Markdown("## venus-recipe · deep-research agent\nAsk a question and watch the agent search and read.")
             with gr.Row():
@@ -174,7 +197,11 @@ class DemoServer:
                         summary_base = gr.Textbox(d.summary_base, label="Summary model URL", max_length=512)
                         summary_key = gr.Textbox("", label="Summary model key", type="password", max_length=512)
                         summary_model = gr.Textbox(d.summary_model, label="Summary model name", max_length=512)
-                    max_steps = gr.Slider(1, MAX_STEPS_LIMIT, value=d.max_steps, step=1, label="Max steps")
+                    prompt_style = gr.Radio([("the model's own", "auto"), ("DR-Venus (exact)", "dr-venus"),
+                                             ("compact (offline profiles)", "compact")], value=d.system_prompt_style,
+                                            label="System prompt", elem_id="system-prompt")
+                    max_steps = gr.Slider(1, MAX_STEPS_LIMIT, value=start_turns, step=1, label="Max steps")
+                    note = gr.Markdown(model_note, elem_id="model-settings")
                 with gr.Column(scale=3):
                     question = gr.Textbox(label="Question", lines=3, max_length=MAX_QUESTION_CHARS,
                                           elem_id="question", placeholder="What would you like to research?")
@@ -187,7 +214,9 @@ class DemoServer:
                     with gr.Accordion("Final answer", open=True):
                         answer = gr.Markdown("*No answer yet.*", elem_id="final-answer")
             inputs = [question, model, checkpoint, endpoint, endpoint_model, endpoint_key, tools, world_dir,
-                      serper_key, jina_key, summary_base, summary_key, summary_model, max_steps]
+                      serper_key, jina_key, summary_base, summary_key, summary_model, max_steps, prompt_style]
+            model.change(self.model_settings, [model, checkpoint], [max_steps, note], concurrency_limit=None)
+            checkpoint.blur(self.model_settings, [model, checkpoint], [max_steps, note], concurrency_limit=None)
             start.click(self.start, inputs, [feed, answer, status], concurrency_limit=self.concurrency,
                         concurrency_id="runs", show_progress="hidden")
             question.submit(self.start, inputs, [feed, answer, status], concurrency_limit=self.concurrency,

@@ -15,7 +15,7 @@ import ipaddress
 import threading
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import urlsplit, urlunsplit
@@ -23,6 +23,11 @@ from urllib.parse import urlsplit, urlunsplit
 MAX_QUESTION_CHARS = 4000  # a research question, not a document
 MAX_FIELD_CHARS = 512  # URLs, model names, keys, paths
 MAX_STEPS_LIMIT = 200  # DR-Venus's inference default; the UI slider stops here
+MAX_NEW_TOKENS_RANGE = (16, 15_000)  # per turn (DR-Venus inference: 15000)
+#: the demo's limits for a model whose folder does not say how it was trained (no venus_agent.json): DR-Venus's
+#: 200 turns x 15,000 tokens would keep a CPU model busy for hours
+DEMO_FALLBACK = {"max_turns": 20, "max_new_tokens": 2048}
+PROMPT_CHOICES = ("auto", "dr-venus", "compact")  # auto: the model's own (its venus_agent.json), else dr-venus
 
 
 class InputError(ValueError):
@@ -111,11 +116,12 @@ class DemoSettings:
     summary_base: str = ""  # extractor endpoint for web visits (else API_BASE)
     summary_key: str = ""  # extractor key (else API_KEY)
     summary_model: str = ""  # extractor model (else SUMMARY_MODEL_NAME)
-    max_steps: int = 20  # assistant turns of the run (the last one is forced to answer)
-    max_new_tokens: int = 2048  # per turn (DR-Venus inference: 15000; the tiny CPU model needs far fewer)
+    # None: the model's own (its folder's venus_agent.json, see venus_utils.agent.settings), else DEMO_FALLBACK
+    max_steps: int | None = None  # assistant turns of the run (the last one is forced to answer)
+    max_new_tokens: int | None = None  # per turn (DR-Venus inference: 15000; the tiny CPU model needs far fewer)
     time_limit_s: float = 600.0  # wall-clock budget of the run (DR-Venus's web demo: 3600)
     device: str = "cpu"  # for local models
-    system_prompt_style: str = "dr-venus"  # dr-venus | compact (the prompt the model was trained with)
+    system_prompt_style: str = "auto"  # auto (the model's own, else dr-venus) | dr-venus | compact
     extra: dict = field(default_factory=dict)
 
     def secrets(self) -> list[str]:
@@ -139,14 +145,22 @@ class DemoSettings:
             raise InputError("choose a checkpoint folder")
         if self.summary_base:
             self.summary_base = normalize_base_url(self.summary_base)
-        try:
-            self.max_steps = int(self.max_steps)
-        except (TypeError, ValueError):
-            raise InputError("max steps must be a whole number") from None
-        if not 1 <= self.max_steps <= MAX_STEPS_LIMIT:
-            raise InputError(f"max steps must be between 1 and {MAX_STEPS_LIMIT}")
-        if not 16 <= int(self.max_new_tokens) <= 15_000:
-            raise InputError("max new tokens must be between 16 and 15000")
+        self.system_prompt_style = self.system_prompt_style or "auto"
+        if self.system_prompt_style not in PROMPT_CHOICES:
+            raise InputError(f"unknown system prompt choice {self.system_prompt_style!r} "
+                             f"(expected one of {PROMPT_CHOICES})")
+        if self.max_steps is not None:
+            try:
+                self.max_steps = int(self.max_steps)
+            except (TypeError, ValueError):
+                raise InputError("max steps must be a whole number") from None
+            if not 1 <= self.max_steps <= MAX_STEPS_LIMIT:
+                raise InputError(f"max steps must be between 1 and {MAX_STEPS_LIMIT}")
+        if self.max_new_tokens is not None:
+            low, high = MAX_NEW_TOKENS_RANGE
+            if not low <= int(self.max_new_tokens) <= high:
+                raise InputError(f"max new tokens must be between {low} and {high}")
+            self.max_new_tokens = int(self.max_new_tokens)
         return self
 
 
@@ -384,6 +398,42 @@ class _ObservedTools:
         return await _unless_stopped(self.tools.run(call), self.model.stop_event)
 
 
+def model_folder(settings: DemoSettings) -> str | None:
+    """The local model folder of a run: the run folder's best model (``tiny``: RL > SFT > tiny base) or the
+    checkpoint folder; None for an endpoint.  A folder that is not there raises :class:`InputError`."""
+    if settings.model == "endpoint":
+        return None
+    folder = settings.checkpoint
+    if settings.model == "tiny":  # the run folder's best model: RL > SFT > tiny base
+        from ..eval.loaders import best_model
+
+        try:
+            folder = str(best_model(settings.extra.get("run_dir", "runs/smoke"))[1])
+        except FileNotFoundError as exc:
+            raise InputError(str(exc)) from None
+    if not folder or not Path(folder).is_dir():
+        raise InputError(f"{folder}: no such model folder")
+    return folder
+
+
+def agent_settings(settings: DemoSettings, folder: str | None):
+    """The prompt style and limits of a run (:class:`venus_utils.agent.settings.AgentSettings`): the settings' own
+    (``system_prompt_style`` other than auto, ``max_steps``, ``max_new_tokens``), else the model folder's
+    ``venus_agent.json`` (``folder``: :func:`model_folder`; None: no folder), else :data:`DEMO_FALLBACK` and the
+    dr-venus prompt; the model's limits are kept within the demo's (at most 200 turns, 16-15000 tokens per turn)."""
+    from ..agent.settings import resolve_agent_settings
+
+    style = None if settings.system_prompt_style in (None, "auto") else settings.system_prompt_style
+    try:
+        found = resolve_agent_settings(folder, system_prompt_style=style, max_turns=settings.max_steps,
+                                       max_new_tokens=settings.max_new_tokens, fallback=DEMO_FALLBACK)
+    except ValueError as exc:  # a malformed venus_agent.json
+        raise InputError(str(exc)) from None
+    low, high = MAX_NEW_TOKENS_RANGE
+    return replace(found, max_turns=min(found.max_turns, MAX_STEPS_LIMIT),
+                   max_new_tokens=min(max(found.max_new_tokens, low), high))
+
+
 def make_backend(settings: DemoSettings, stop: threading.Event | None = None) -> Any:
     """The model of a run: the run folder's tiny agent, a checkpoint folder, or an OpenAI-compatible endpoint.
 
@@ -395,17 +445,8 @@ def make_backend(settings: DemoSettings, stop: threading.Event | None = None) ->
     if settings.model == "endpoint":
         return _set_key(OpenAIBackend(settings.endpoint, settings.endpoint_model or "model", mode="chat"),
                         "api_key", settings.endpoint_key, "endpoint backend")
-    folder = settings.checkpoint
-    if settings.model == "tiny":  # the run folder's best model: RL > SFT > tiny base
-        from ..eval.loaders import best_model
-
-        try:
-            folder = str(best_model(settings.extra.get("run_dir", "runs/smoke"))[1])
-        except FileNotFoundError as exc:
-            raise InputError(str(exc)) from None
-    if not Path(folder).is_dir():
-        raise InputError(f"{folder}: no such model folder")
-    return TransformersBackend.from_pretrained(folder, device=settings.device, keep=True, stop_event=stop)
+    return TransformersBackend.from_pretrained(model_folder(settings), device=settings.device, keep=True,
+                                               stop_event=stop)
 
 
 def make_tools(settings: DemoSettings) -> Any:
@@ -454,15 +495,28 @@ def _run_coroutine(coro):
 
 def agent_run_fn(question: str, settings: DemoSettings, on_messages: Callable[[list[dict]], None],
                  stop: threading.Event, backend: Any = None, tools: Any = None) -> dict:
-    """Run the DR-Venus agent loop (:func:`venus_utils.agent.loop.run_agent`) on one question for the demo."""
-    from ..agent.loop import AgentConfig, run_agent
+    """Run the DR-Venus agent loop (:func:`venus_utils.agent.loop.run_agent`) on one question for the demo, with the
+    prompt style and limits of :func:`agent_settings` (the model's own unless the settings say otherwise).
 
-    model = _Observed(backend if backend is not None else make_backend(settings, stop), on_messages, stop)
+    ``backend`` / ``tools``: given objects instead of the ones the settings name (tests, replays); the model folder's
+    ``venus_agent.json`` is still read when the settings name a folder that is there."""
+    from ..agent.loop import run_agent
+
+    if backend is None:
+        folder = model_folder(settings)
+        backend = make_backend(settings, stop)
+    else:
+        try:
+            folder = model_folder(settings)
+        except InputError:  # the settings name no model folder: the given backend's prompt follows the fallbacks
+            folder = None
+    chosen = agent_settings(settings, folder)
+    model = _Observed(backend, on_messages, stop)
     toolbox = _ObservedTools(tools if tools is not None else make_tools(settings), model)
-    cfg = AgentConfig(max_turns=settings.max_steps, max_new_tokens=settings.max_new_tokens,
-                      time_limit_s=settings.time_limit_s, system_prompt_style=settings.system_prompt_style)
+    cfg = chosen.config(time_limit_s=settings.time_limit_s)
     rollout = _run_coroutine(run_agent(question, model, toolbox, cfg))
     result = rollout.to_dict(token_ids=False)
+    result["agent_settings"] = {**chosen.values(), "from": chosen.describe()}
     if stop.is_set() and rollout.termination == "exception":
         result.update(termination="stopped", error=None, traceback=None)
     elif rollout.error:

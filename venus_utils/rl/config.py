@@ -13,6 +13,8 @@ from typing import Any
 from ..validation import AT_LEAST_1, FRACTION, NON_NEGATIVE, POSITIVE, Range, check_fields
 
 INFO_GAIN_TYPES = ("log_prob_diff", "prob_diff")
+#: igpo: DR-Venus (IG turn rewards + format penalties + judged outcome); grpo: the judged outcome alone
+REWARD_MODES = ("igpo", "grpo")
 NORM_MODES = ("joint", "separate", "scaled_separate", "raw_ig")
 
 #: The pseudo answer scored at each turn boundary; the context already ends with ``<think>\n``.
@@ -25,6 +27,7 @@ RANGES = {
     "clip_ratio_high": NON_NEGATIVE, "dual_clip": Range(1), "kl_coef": NON_NEGATIVE, "learning_rate": POSITIVE,
     "weight_decay": NON_NEGATIVE, "max_grad_norm": NON_NEGATIVE, "prompts_per_step": AT_LEAST_1,
     "num_generations": AT_LEAST_1, "micro_batch_size": AT_LEAST_1, "max_steps": AT_LEAST_1, "save_steps": AT_LEAST_1,
+    "save_total_limit": AT_LEAST_1,
     "lora_r": NON_NEGATIVE, "temperature": POSITIVE, "top_p": Range(0, 1, low_open=True), "top_k": Range(1, also=(-1,)),
     "max_turns": AT_LEAST_1, "max_tokens_per_turn": AT_LEAST_1, "max_context_tokens": AT_LEAST_1,
     "vllm_tensor_parallel_size": AT_LEAST_1, "vllm_gpu_memory_utilization": Range(0, 1, low_open=True),
@@ -33,6 +36,10 @@ RANGES = {
 
 @dataclass
 class IGPOConfig:
+    # --- which rewards (the IGPO-against-GRPO comparison) ------------------------------------------------------
+    reward_mode: str = field(default="igpo", metadata={"help": "igpo (DR-Venus): information-gain turn rewards, "
+                             "format penalties and the judged outcome | grpo: the judged outcome only (no turn "
+                             "rewards, no format penalties), group-normalised and given to every token."})
     # --- information gain (spec §1.2-§1.3) ---------------------------------------------------------------
     info_gain_type: str = field(default="log_prob_diff", metadata={"help": "log_prob_diff (DR-Venus: difference "
                                 "of mean GT log-probs) or prob_diff (IGPO paper: difference of exp(mean log-prob))."})
@@ -63,6 +70,8 @@ class IGPOConfig:
     micro_batch_size: int = field(default=1, metadata={"help": "Trajectories per forward/backward."})
     max_steps: int = field(default=60, metadata={"help": "RL steps (DR-Venus: one epoch of ~1K prompts / 16)."})
     save_steps: int = field(default=5, metadata={"help": "Checkpoint every this many steps."})
+    save_total_limit: int | None = field(default=2, metadata={"help": "Keep only the newest this many checkpoints "
+                                         "(each holds the optimizer state: tens of GB at 4B); None keeps all."})
     lora_r: int = field(default=0, metadata={"help": "0 = full fine-tuning (DR-Venus); > 0 trains a LoRA adapter "
                         "and the reference is the adapter-disabled base."})
     # --- rollout (§2, §5) ------------------------------------------------------------------------------------
@@ -92,6 +101,8 @@ class IGPOConfig:
         check_fields(self, RANGES, "IGPOConfig")
         if self.info_gain_type not in INFO_GAIN_TYPES:
             raise ValueError(f"info_gain_type must be one of {INFO_GAIN_TYPES}, got {self.info_gain_type!r}")
+        if self.reward_mode not in REWARD_MODES:
+            raise ValueError(f"reward_mode must be one of {REWARD_MODES}, got {self.reward_mode!r}")
         if self.norm_mode not in NORM_MODES:
             raise ValueError(f"norm_mode must be one of {NORM_MODES}, got {self.norm_mode!r}")
         from ..protocol import check_system_prompt_style

@@ -103,11 +103,36 @@ def resume_settings(cfg, sft_model: str | Path, question_pool: Sequence[dict], f
     filter setting."""
     import hashlib
 
-    skip = {"max_steps", "save_steps", "use_vllm", "vllm_mode", "vllm_server_base_url", "vllm_server_sync_weights",
-            "vllm_tensor_parallel_size", "vllm_gpu_memory_utilization"}
+    skip = {"max_steps", "save_steps", "save_total_limit", "use_vllm", "vllm_mode", "vllm_server_base_url",
+            "vllm_server_sync_weights", "vllm_tensor_parallel_size", "vllm_gpu_memory_utilization"}
     pool = hashlib.sha256("\n".join(str(r["id"]) for r in question_pool).encode()).hexdigest()[:16]
     return {**{k: v for k, v in cfg.to_dict().items() if k not in skip}, "sft_model": str(sft_model),
             "questions": f"{len(question_pool)} questions, sha256 {pool}", "filter_samples": filter_samples}
+
+
+def rl_question_file(train_qa: str | Path | None, world_dir: str | Path | None) -> Path:
+    """The RL questions (a verl-schema QA parquet): ``train_qa`` when it is set, else the offline world's
+    ``qa/train.parquet`` (``world_dir``: ``00_setup/world``; None for the web tools).
+
+    With the web tools there is no world to fall back on: DR-Venus trains RL on REDSearcher's RL question set
+    (``REDSearcher_RL_1K``), which ``train_qa`` must name.  Raises :class:`~venus_utils.config.ConfigError` (unset)
+    or FileNotFoundError (not there), naming the key, before any model loads.  A relative ``train_qa`` is read from
+    the working directory, else from the repository root (Papermill runs in the stage folder).
+    """
+    from ..config import ConfigError
+    from ..eval.loaders import _find  # the notebooks' rule for a user path: working directory, else repository root
+
+    if train_qa:
+        path = _find(train_qa)
+        if not path.is_file():
+            raise FileNotFoundError(f"train_qa names {train_qa}, which is not a file (looked in the working directory "
+                                    "and in the repository root)")
+        return path
+    if world_dir is None:
+        raise ConfigError("train_qa is not set, and with offline: false there is no offline world to take RL questions "
+                          "from: set train_qa in the 04_igpo_rl section of the profile (or --set train_qa=PATH) to the "
+                          "RL question parquet (verl schema, e.g. REDSearcher_RL_1K)")
+    return Path(world_dir) / "qa" / "train.parquet"
 
 
 def qa_rows(path: str | Path, limit: int | None = None, seed: int = 0) -> list[dict]:
@@ -122,8 +147,13 @@ def qa_rows(path: str | Path, limit: int | None = None, seed: int = 0) -> list[d
     return rl_rows(qa)
 
 
-def summarize_steps(metrics: pd.DataFrame, keys: Sequence[str] = ("reward", "accuracy", "ig_mean", "penalty_rate",
-                                                                    "turns", "kl", "entropy", "adv_nonzero_frac")) -> pd.DataFrame:
+#: the per-step columns notebook 04 shows; groups_with_signal / groups_with_any_signal: shares of the step's groups whose
+#: outcomes differ / with any non-zero advantage (IG and penalties too), i.e. that can move the policy
+STEP_KEYS = ("reward", "accuracy", "ig_mean", "penalty_rate", "turns", "kl", "entropy", "adv_nonzero_frac",
+             "groups_with_signal", "groups_with_any_signal")
+
+
+def summarize_steps(metrics: pd.DataFrame, keys: Sequence[str] = STEP_KEYS) -> pd.DataFrame:
     cols = ["step", *[k for k in keys if k in metrics]]
     return metrics.dropna(subset=["reward"])[cols].reset_index(drop=True) if "reward" in metrics else metrics
 

@@ -10,6 +10,11 @@ plain functions, which a notebook may replace:
 - ``outcome_reward(ep) -> float``: DR-Venus: the judge's 0/1, replaced by -1 when the final turn is
   malformed (:func:`igpo_outcome_reward`).
 
+``IGPOConfig.reward_mode='grpo'`` swaps both for the outcome-only baseline (:func:`reward_functions`): no turn
+reward anywhere (:func:`no_turn_reward`) and the judge's score as the outcome, format penalties off
+(:func:`judged_outcome_reward`).  The advantages are then the same code's outcome z-scores, which with no other
+reward position cover every token of the trajectory: plain GRPO.
+
 :func:`place_rewards` puts turn ``j``'s reward on the ``<|im_end|>`` that closes its tool response (the last
 one before turn ``j + 1`` starts) and the outcome on the last completion token (spec §1.4).
 """
@@ -18,7 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Hashable, Sequence
+from typing import Any, Callable, Hashable, Sequence
 
 from .advantages import ZERO_REWARD
 
@@ -75,6 +80,27 @@ def igpo_outcome_reward(ep: Episode, penalty: float = -1.0, use_format_penalty: 
     if use_format_penalty and ep.format_errors and ep.format_errors[-1]:
         return penalty
     return float(ep.judge_score)
+
+
+def no_turn_reward(ep: Episode) -> list[None]:
+    """GRPO: no turn earns a reward of its own (no reward position before the outcome)."""
+    return [None] * max(0, ep.num_turns - 1)
+
+
+def judged_outcome_reward(ep: Episode) -> float:
+    """GRPO: the judge's score of the final answer, whatever the format of the turns."""
+    return float(ep.judge_score)
+
+
+def reward_functions(cfg) -> tuple[Callable[[Episode], list], Callable[[Episode], float]]:
+    """``(turn_reward, outcome_reward)`` of ``cfg.reward_mode`` (an :class:`~.config.IGPOConfig`): DR-Venus's
+    (``igpo``, with ``cfg``'s format penalty) or the outcome-only baseline (``grpo``)."""
+    if cfg.reward_mode == "grpo":
+        return no_turn_reward, judged_outcome_reward
+    if cfg.reward_mode != "igpo":
+        raise ValueError(f"reward_mode must be igpo or grpo, got {cfg.reward_mode!r}")
+    return (lambda ep: igpo_turn_reward(ep, cfg.format_penalty, cfg.use_format_penalty),
+            lambda ep: igpo_outcome_reward(ep, cfg.format_penalty, cfg.use_format_penalty))
 
 
 def turn_reward_positions(ep: Episode, im_end_id: int | None) -> list[int]:

@@ -10,7 +10,6 @@ server through its OpenAI API (``vllm_mode='server'``: ``trl vllm-serve``, weigh
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -44,18 +43,6 @@ def episode_from_rollout(r, ground_truth: str, group: Any = None) -> Episode:
                    tool_names=[b.get("tool") for b in r.boundaries[:n]], turns=turns, prediction=r.prediction,
                    group=group, termination=r.termination,
                    extra={"parse_error_count": r.parse_error_count, "tool_call_count": r.tool_call_count})
-
-
-def _run(coro):
-    """``asyncio.run`` that also works inside Jupyter (whose event loop is already running): use a thread."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, coro).result()
 
 
 def _vllm_backend(llm, model, tokenizer, max_batch: int):
@@ -124,6 +111,7 @@ def make_agent_rollout(tools, agent_cfg=None):
     transformers ``generate`` on ``model``.
     """
     from ..agent import TransformersBackend, run_many
+    from ..agent.runner import run_coroutine
 
     def rollout(model, tokenizer, rows: Sequence[dict], cfg: IGPOConfig, llm=None) -> list[Episode]:
         acfg = agent_cfg or agent_config(cfg)
@@ -133,7 +121,7 @@ def make_agent_rollout(tools, agent_cfg=None):
             backend = _vllm_backend(llm, model, tokenizer, max_batch=len(rows))
         else:
             backend = TransformersBackend(model, tokenizer, max_batch=len(rows), seed=None)
-        rollouts = _run(run_many([r["question"] for r in rows], backend, tools, acfg, concurrency=len(rows)))
+        rollouts = run_coroutine(run_many([r["question"] for r in rows], backend, tools, acfg, concurrency=len(rows)))
         return [episode_from_rollout(r, row["ground_truth"], row.get("id")) for r, row in zip(rollouts, rows)]
 
     return rollout

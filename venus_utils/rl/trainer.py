@@ -11,14 +11,16 @@ logging).  Two methods are replaced:
   over the batch) on assistant tokens only (§1.8).
 
 Per-step metrics go to ``metrics.jsonl`` and per-episode records (IG by turn...) to ``episodes.jsonl`` in
-the output folder.
+the output folder.  ``IGPOConfig.reward_mode='grpo'`` trains the outcome-only baseline with the same loop: only the
+reward functions change (:func:`venus_utils.rl.rewards.reward_functions`).
 """
 
 from __future__ import annotations
 
 import copy
+from collections import defaultdict
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Hashable, Mapping, Sequence
 
 import torch
 
@@ -29,7 +31,7 @@ from .config import IGPOConfig
 from .format_penalty import turn_format_errors
 from .info_gain import compute_info_gain
 from .loss import policy_loss, token_logprobs
-from .rewards import Episode, episode_rewards, igpo_outcome_reward, igpo_turn_reward
+from .rewards import Episode, episode_rewards, reward_functions
 
 #: rollout_fn(model, tokenizer, rows, cfg, llm=None) -> one Episode per row, same order (rows repeat for the
 #: group); ``llm`` is TRL's vLLM engine when ``use_vllm`` is on (weights already synced), else None
@@ -64,6 +66,7 @@ def grpo_args(cfg: IGPOConfig, output_dir: str | Path, *, device: str = "cpu", w
         epsilon=cfg.clip_ratio_low, epsilon_high=cfg.clip_ratio_high, loss_type="dapo",
         temperature=cfg.temperature, top_p=cfg.top_p, max_completion_length=cfg.max_tokens_per_turn,
         save_steps=cfg.save_steps, save_strategy="steps", logging_steps=1, report_to="none", seed=cfg.seed,
+        save_total_limit=cfg.save_total_limit,  # older checkpoints go once a newer one is complete (AtomicCheckpoints)
         remove_unused_columns=False, use_vllm=vllm, use_cpu=not cuda, bf16=cuda and torch.cuda.is_bf16_supported(),
         disable_dropout=True, log_completions=False, shuffle_dataset=True,
     )
@@ -98,11 +101,40 @@ def rl_rows(qa) -> list[dict]:
 def process_advantages(gathered: Sequence[tuple], process_index: int, local_size: int, cfg: IGPOConfig,
                        stats: dict | None = None) -> list[list[float]]:
     """Advantages of one process's samples: computed on the gathered batch (every process's
-    ``(rewards, length, group)`` in process order), then sliced, so sharding changes nothing."""
+    ``(rewards, length, group)`` in process order), then sliced, so sharding changes nothing.  ``stats`` (if given)
+    also gets the batch's :func:`group_signal`."""
     rewards, lengths, groups = zip(*gathered) if gathered else ((), (), ())
     adv = compute_turn_advantages(list(rewards), list(lengths), list(groups), gamma=cfg.gamma, mode=cfg.norm_mode,
                                   eps=cfg.adv_eps, stats=stats)
+    if stats is not None:
+        stats.update(group_signal(rewards, lengths, groups, adv))
     return adv[process_index * local_size : (process_index + 1) * local_size]
+
+
+#: an advantage below this (in absolute value) is rounding noise of an all-equal group, not a signal
+SIGNAL_TOLERANCE = 1e-6
+
+
+def group_signal(rewards: Sequence[Mapping[int, float]], lengths: Sequence[int], groups: Sequence[Hashable],
+                 advantages: Sequence[Sequence[float]]) -> dict[str, float]:
+    """Which groups of a batch can move the policy at all (failed, zero-length rollouts take no part):
+
+    - ``groups_with_signal``: the share of groups whose rollouts did not all get the same outcome reward (a group
+      with one outcome has outcome advantages of zero: plain GRPO learns nothing from it);
+    - ``groups_with_any_signal``: the share of groups with some non-zero advantage, from the outcome or from turn
+      rewards (IGPO's information gain and format penalties; equal to the first under ``reward_mode='grpo'``).
+    """
+    outcomes: dict[Hashable, list[float]] = defaultdict(list)
+    moved: dict[Hashable, bool] = defaultdict(bool)
+    for r, n, g, adv in zip(rewards, lengths, groups, advantages):
+        if n <= 0:
+            continue
+        outcomes[g].append(float(r.get(n - 1, 0.0)))
+        moved[g] = moved[g] or any(abs(a) > SIGNAL_TOLERANCE for a in adv)
+    k = len(outcomes)
+    return {"groups": k,
+            "groups_with_signal": sum(len(set(v)) > 1 for v in outcomes.values()) / k if k else 0.0,
+            "groups_with_any_signal": sum(moved.values()) / k if k else 0.0}
 
 
 def _build_trainer_class():
@@ -129,9 +161,11 @@ def _build_trainer_class():
             self.rollout_fn, self.judge = rollout_fn, judge
             if peft_config is None and cfg.lora_r:
                 peft_config = lora_config(cfg)
-            self.turn_reward = turn_reward or (lambda ep: igpo_turn_reward(ep, cfg.format_penalty, cfg.use_format_penalty))
-            self.outcome_reward = outcome_reward or (
-                lambda ep: igpo_outcome_reward(ep, cfg.format_penalty, cfg.use_format_penalty))
+            if cfg.reward_mode == "grpo" and (turn_reward is not None or outcome_reward is not None):
+                raise ValueError("reward_mode='grpo' trains on the judged outcome alone: pass turn_reward / "
+                                 "outcome_reward only with reward_mode='igpo'")
+            default_turn, default_outcome = reward_functions(cfg)
+            self.turn_reward, self.outcome_reward = turn_reward or default_turn, outcome_reward or default_outcome
             if peft_config is None and cfg.kl_coef and ref_model is None:
                 ref_model = copy.deepcopy(model)  # the frozen starting policy (DR-Venus: the SFT checkpoint)
             self._ref = ref_model.eval().requires_grad_(False) if ref_model is not None else None
@@ -145,6 +179,11 @@ def _build_trainer_class():
             if self._ref is not None:
                 self._ref.to(self.accelerator.device)
             self.im_end_id = tokenizer.convert_tokens_to_ids("<|im_end|>")
+
+        def create_model_card(self, *args, **kwargs):
+            """No TRL model card ("a fine-tuned version of [None]") in the stage folder or a checkpoint: the RL
+            model's card is the one :func:`save_policy` writes into ``model/``."""
+            return None
 
         # --- rollout and rewards -------------------------------------------------------------------------
         def policy(self):
@@ -295,8 +334,10 @@ def _build_trainer_class():
             m["penalty_rate"].append(sum(r["malformed_turns"] for r in rows) / max(turns, 1))
             m["ig_mean"].append(sum(ig) / len(ig) if ig else float("nan"))
             m["ig_positions"].append(stats.get("num_ig_positions", 0) / len(rows))
-            if "ig_scale" in stats:
+            if "ig_scale" in stats and stats.get("num_ig_positions"):  # without IG positions the scale means nothing
                 m["ig_scale"].append(stats["ig_scale"])
+            for key in ("groups_with_signal", "groups_with_any_signal"):  # shares of groups that can move the policy
+                m[key].append(stats.get(key, 0.0))
             adv = advantages[loss_mask.bool()]
             local = [adv.abs().sum(), (adv != 0).sum(), torch.tensor(adv.numel(), device=adv.device)]
             sums = self.accelerator.reduce(torch.stack([x.float() for x in local]), reduction="sum")  # all processes
@@ -319,15 +360,51 @@ def lora_config(cfg: IGPOConfig):
                       task_type="CAUSAL_LM")
 
 
-def save_policy(trainer, tokenizer, out_dir: str | Path) -> Path:
-    """Save the trained policy as a plain transformers folder (a LoRA adapter is merged into the base)."""
+def save_policy(trainer, tokenizer, out_dir: str | Path, *, base_model: str | Path | None = None,
+                profile: str | None = None, stage: str = "04_igpo_rl", heldout: Mapping[str, Any] | None = None) -> Path:
+    """Save the trained policy as a plain transformers folder (a LoRA adapter is merged into the base), with a
+    ``venus_agent.json`` saying how its rollouts ran (``trainer.igpo``'s system prompt style, max turns and tokens per
+    turn), which the agent CLI, the demo and notebooks 05/06 use by default (:mod:`venus_utils.agent.settings`), and a
+    ``README.md`` model card (:func:`model_card`: the SFT model ``base_model``, ``stage``, ``profile``, reward mode,
+    steps, and the ``heldout`` results when given)."""
+    from ..agent.settings import write_model_agent_settings
+
     model = trainer.accelerator.unwrap_model(trainer.model)
     if hasattr(model, "merge_and_unload"):
         model = copy.deepcopy(model).merge_and_unload()
+    cfg: IGPOConfig = trainer.igpo
+    card = model_card(cfg, int(trainer.state.global_step), base_model=base_model, profile=profile, stage=stage,
+                      heldout=heldout)
     with atomic_dir(out_dir) as tmp:  # write aside, then swap in
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
+        (tmp / "README.md").write_text(card, encoding="utf-8")
+        write_model_agent_settings(tmp, {"system_prompt_style": cfg.system_prompt_style, "max_turns": cfg.max_turns,
+                                         "max_new_tokens": cfg.max_tokens_per_turn}, "rl")
     return Path(out_dir)
+
+
+def model_card(cfg: IGPOConfig, steps: int, *, base_model: str | Path | None = None, profile: str | None = None,
+               stage: str = "04_igpo_rl", heldout: Mapping[str, Any] | None = None) -> str:
+    """The RL model's ``README.md`` (:func:`save_policy`): the SFT model it started from, the stage and profile, the
+    reward mode, the steps and sizes, and held-out results when given (``{"accuracy (SFT)": 0.41, ...}``)."""
+    how = {"igpo": "IGPO (DR-Venus: information-gain turn rewards, format penalties and the judged outcome)",
+           "grpo": "outcome-only GRPO (the judged answer alone, no turn rewards or format penalties: the baseline "
+                   "arm of the IGPO comparison)"}[cfg.reward_mode]
+    rows = {"base (SFT) model": base_model if base_model is not None else "not recorded", "stage": stage,
+            "profile": profile or "not recorded", "reward mode": cfg.reward_mode, "RL steps": steps,
+            "questions per step x rollouts": f"{cfg.prompts_per_step} x {cfg.num_generations}",
+            "learning rate": cfg.learning_rate, "KL coefficient": cfg.kl_coef,
+            "weights": f"LoRA rank {cfg.lora_r}, merged" if cfg.lora_r else "full fine-tuning", "seed": cfg.seed}
+    rows.update({f"held-out {k}": v for k, v in (heldout or {}).items()})
+    table = "\n".join(f"| {k} | {v} |" for k, v in rows.items())
+    return (f"---\nlibrary_name: transformers\ntags:\n- venus-recipe\n- {cfg.reward_mode}\n---\n\n"
+            f"# venus-recipe RL policy ({cfg.reward_mode})\n\n"
+            f"A deep-research agent: the SFT model below after {steps} RL step{'' if steps == 1 else 's'} of {how}, "
+            f"trained by the {stage} stage of venus-recipe (a reproduction of DR-Venus).\n\n| | |\n|---|---|\n"
+            f"{table}\n\n"
+            "Load it with `transformers.AutoModelForCausalLM.from_pretrained` on this folder, or run it as an agent "
+            "with `python -m venus_utils.agent`; the stage folder's `summary.json` holds the whole configuration.\n")
 
 
 def _trl_outcome(judge: JudgeFn):

@@ -45,7 +45,10 @@ def train(args: argparse.Namespace) -> dict:
     cfg = SFTConfig.from_dict({**{k: v for k, v in params.items() if k in names}, "engine": engine})
     limit = params.get("val_rows_limit")
     with stage.timed("train"):
-        result = train_sft(cfg, model_path, train_set.rows, stage.dir, val_rows=val_set.rows[:limit])
+        result = train_sft(cfg, model_path, train_set.rows, stage.dir, val_rows=val_set.rows[:limit],
+                           agent_settings=dict(system_prompt_style=params["system_prompt_style"],
+                                               max_turns=params["eval_max_turns"],
+                                               max_new_tokens=params["eval_max_new_tokens"]))
     s = result.summary()
     summary = dict(engine=result.engine, steps=s["steps"], loss_first=s["loss_first"], loss_last=s["loss_last"],
                    eval_loss_last=s["eval_loss_last"], tokens_per_s=s["tokens_per_s"], train_rows=train_set.stats(),

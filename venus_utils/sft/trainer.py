@@ -11,7 +11,8 @@ both driving the same trainer subclass, whose loss is the DR-Venus one: cross-en
 each trajectory weighing the same (sequence-mean of token-mean; token-mean as an option), exact across gradient
 accumulation.  Checkpoints go to ``out_dir/checkpoints``; a killed run started again with the same arguments
 continues from the last one.  Exports: ``out_dir/adapter`` (LoRA) and ``out_dir/model`` (merged, 16-bit, loadable
-by transformers and vLLM).
+by transformers and vLLM), each with a ``venus_agent.json`` when ``agent_settings`` says how the agent runs the model
+(its system prompt style and limits: :mod:`venus_utils.agent.settings`).
 
 Unsloth must be imported before transformers and TRL: call :func:`prepare_engine` first thing in a notebook.
 """
@@ -236,23 +237,31 @@ def _to_dataset(rows: list[dict[str, Any]] | None):
     return Dataset.from_dict({k: [r[k] for r in rows] for k in ("input_ids", "labels", "length")})
 
 
-def accumulation_steps(cfg: SFTConfig, processes: int) -> int:
-    """Micro-batches per optimizer step on each process, so that a step sees ``global_batch_size`` trajectories."""
-    if cfg.global_batch_size % (cfg.micro_batch_size * processes):
-        raise ValueError(f"global_batch_size {cfg.global_batch_size} does not split into micro-batches of "
-                         f"{cfg.micro_batch_size} on {processes} processes")
-    return cfg.global_batch_size // (cfg.micro_batch_size * processes)
+def batch_split(cfg: SFTConfig, processes: int) -> tuple[int, int]:
+    """``(micro-batch, micro-batches per optimizer step)`` of each process, so that a step sees ``global_batch_size``
+    trajectories: each process takes ``global_batch_size / processes`` of them, in micro-batches of
+    ``micro_batch_size`` when that divides its share, else of the largest size below it that does (and says so), so
+    that a profile made for one process also runs under ``accelerate launch`` (smoke: 4 = 4 x 1 becomes 2 x 2 x 1)."""
+    if cfg.global_batch_size % processes:
+        raise ValueError(f"global_batch_size {cfg.global_batch_size} does not split over {processes} processes")
+    share = cfg.global_batch_size // processes
+    micro = next(m for m in range(min(cfg.micro_batch_size, share), 0, -1) if share % m == 0)
+    if micro != cfg.micro_batch_size and is_main_process():
+        print(f"[sft] micro_batch_size {cfg.micro_batch_size} does not divide the {share} trajectories per process of "
+              f"global_batch_size {cfg.global_batch_size} on {processes} processes: using micro-batches of {micro}")
+    return micro, share // micro
 
 
 def _training_args(cfg: SFTConfig, out_dir: Path, has_eval: bool, engine: str):
     from trl import SFTConfig as TRLConfig
 
     device = _device(cfg)
+    micro, accumulation = batch_split(cfg, world_size())
     kwargs = dict(
         output_dir=str(out_dir / "checkpoints"),
-        per_device_train_batch_size=cfg.micro_batch_size,
+        per_device_train_batch_size=micro,
         per_device_eval_batch_size=cfg.micro_batch_size,
-        gradient_accumulation_steps=accumulation_steps(cfg, world_size()),
+        gradient_accumulation_steps=accumulation,
         learning_rate=cfg.learning_rate,
         lr_scheduler_type=cfg.lr_scheduler_type,
         warmup_steps=cfg.warmup_ratio,  # a float < 1 is a ratio of the total steps (transformers 5)
@@ -286,11 +295,16 @@ def _training_args(cfg: SFTConfig, out_dir: Path, has_eval: bool, engine: str):
 
 
 def export_model(model, tokenizer, out_dir: str | Path, engine: str, finetuning: str, merged: bool = True,
-                 state_dict: dict | None = None) -> tuple[Path | None, Path | None]:
+                 state_dict: dict | None = None, agent_settings: dict | None = None) -> tuple[Path | None, Path | None]:
     """Write ``adapter/`` (LoRA only) and ``model/`` (merged, bfloat16). Returns ``(model_dir, adapter_dir)``.
 
-    ``state_dict``: the full weights gathered from a sharded engine (FSDP / ZeRO-3, full fine-tuning)."""
+    ``state_dict``: the full weights gathered from a sharded engine (FSDP / ZeRO-3, full fine-tuning).
+    ``agent_settings``: ``{system_prompt_style, max_turns, max_new_tokens}``, the prompt the training data used and
+    the agent limits to run the model with, written as ``venus_agent.json`` into each folder (the agent CLI, the
+    demo and notebooks 05/06 read it: :func:`venus_utils.agent.settings.model_agent_settings`)."""
     import torch
+
+    from ..agent.settings import write_model_agent_settings
 
     out_dir = Path(out_dir)
     adapter_dir = model_dir = None
@@ -299,6 +313,8 @@ def export_model(model, tokenizer, out_dir: str | Path, engine: str, finetuning:
         with atomic_dir(adapter_dir) as tmp:
             model.save_pretrained(tmp)
             tokenizer.save_pretrained(tmp)
+            if agent_settings is not None:
+                write_model_agent_settings(tmp, agent_settings, "sft")
     if merged:
         model_dir = out_dir / "model"
         with atomic_dir(model_dir) as tmp:
@@ -313,6 +329,8 @@ def export_model(model, tokenizer, out_dir: str | Path, engine: str, finetuning:
                     base.to(torch.bfloat16).save_pretrained(tmp)
                     base.to(torch.float32 if _param_device(base) == "cpu" else torch.bfloat16)
                 tokenizer.save_pretrained(tmp)
+            if agent_settings is not None:
+                write_model_agent_settings(tmp, agent_settings, "sft")
     return model_dir, adapter_dir
 
 
@@ -356,12 +374,21 @@ def train_sft(
     out_dir: str | Path,
     val_rows: list[dict[str, Any]] | None = None,
     callbacks: list | None = None,
+    agent_settings: dict[str, Any] | None = None,
 ) -> SFTResult:
-    """Fine-tune ``model_path`` on tokenized trajectories; returns the history and the exported folders."""
+    """Fine-tune ``model_path`` on tokenized trajectories; returns the history and the exported folders.
+
+    ``agent_settings`` (``{system_prompt_style, max_turns, max_new_tokens}``: the training data's system prompt and
+    the agent limits to run the model with) goes into the exported folders as ``venus_agent.json``
+    (:func:`export_model`); a finished run rerun with it only (re)writes that file."""
     import torch
+
+    from ..agent.settings import check_model_agent_settings, write_model_agent_settings
 
     if not train_rows:
         raise ValueError("no training rows (did every trajectory get dropped? see the ExampleSet stats)")
+    if agent_settings is not None:
+        agent_settings = check_model_agent_settings(agent_settings)
     out_dir = Path(out_dir)
     engine = prepare_engine(cfg.engine)
     if cfg.num_threads:
@@ -402,9 +429,14 @@ def train_sft(
     model_dir = adapter_dir = None
     if point.finished and _exported_after(out_dir, cfg, point.checkpoint):
         print(f"[sft] {out_dir} already holds the model exported from {point.checkpoint}")
+        if agent_settings is not None and acc.is_main_process:
+            for folder in (out_dir / "model", out_dir / "adapter"):
+                if folder.is_dir():
+                    write_model_agent_settings(folder, agent_settings, "sft")
     elif acc.is_main_process:
         model_dir, adapter_dir = export_model(acc.unwrap_model(trainer.model), tokenizer, out_dir, engine, cfg.finetuning,
-                                              merged=cfg.export_merged, state_dict=state_dict)
+                                              merged=cfg.export_merged, state_dict=state_dict,
+                                              agent_settings=agent_settings)
     acc.wait_for_everyone()
     if model_dir is None and adapter_dir is None:  # another process wrote them, or an earlier run did
         model_dir = out_dir / "model" if cfg.export_merged else None
@@ -426,15 +458,17 @@ def train_sft(
 
 
 def launch_sft(num_processes: int, cfg: SFTConfig, model_path: str | Path, train_rows: list[dict[str, Any]],
-               out_dir: str | Path, val_rows: list[dict[str, Any]] | None = None) -> SFTResult:
+               out_dir: str | Path, val_rows: list[dict[str, Any]] | None = None,
+               agent_settings: dict[str, Any] | None = None) -> SFTResult:
     """:func:`train_sft` in ``num_processes`` data-parallel processes started by ``accelerate.notebook_launcher``
     (from a notebook: forked processes, so CUDA must not be in use yet; CPUs train over gloo); 1 = this process.
 
     The processes write the run folder and the result is read back from it (:meth:`SFTResult.from_dir`).
     """
     if num_processes <= 1:
-        return train_sft(cfg, model_path, train_rows, out_dir, val_rows=val_rows)
+        return train_sft(cfg, model_path, train_rows, out_dir, val_rows=val_rows, agent_settings=agent_settings)
     from accelerate import notebook_launcher
 
-    notebook_launcher(train_sft, (cfg, model_path, train_rows, out_dir, val_rows), num_processes=num_processes)
+    notebook_launcher(train_sft, (cfg, model_path, train_rows, out_dir, val_rows, None, agent_settings),
+                      num_processes=num_processes)
     return SFTResult.from_dir(out_dir, resolve_engine(cfg.engine), cfg.finetuning)

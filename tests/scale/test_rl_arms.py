@@ -1,0 +1,73 @@
+"""The RL stage's command line: its question file (the paper profile names one), and the GRPO arm beside IGPO."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from venus_utils.config import ConfigError
+from venus_utils.paths import REPO_ROOT
+
+from .conftest import run_cli
+
+
+def test_paper_profile_without_rl_questions_fails_before_anything_loads(tmp_path, capsys):
+    from venus_utils.rl.__main__ import main as rl_main
+
+    argv = ["train", "--params", str(REPO_ROOT / "params" / "paper.yaml"), "--run-dir", str(tmp_path)]
+    assert rl_main(argv) == 2
+    err = capsys.readouterr().err
+    assert "train_qa is not set" in err and "04_igpo_rl section" in err and "Traceback" not in err
+    assert not (tmp_path / "04_igpo_rl").exists()  # no stage folder, no model loaded
+    assert rl_main(argv + ["--set", "train_qa=data/no_such_rl_questions.parquet"]) == 2  # relative: not checked earlier
+    assert "train_qa names data/no_such_rl_questions.parquet, which is not a file" in capsys.readouterr().err
+    assert not (tmp_path / "04_igpo_rl").exists()
+
+
+def test_rl_question_file(tmp_path):
+    from venus_utils.rl.report import rl_question_file
+
+    qa = tmp_path / "rl.parquet"
+    qa.write_bytes(b"")
+    assert rl_question_file(str(qa), None) == qa
+    assert rl_question_file(str(qa), tmp_path / "world") == qa  # train_qa wins over the offline world
+    assert rl_question_file(None, tmp_path / "world") == tmp_path / "world" / "qa" / "train.parquet"
+    with pytest.raises(ConfigError, match="train_qa"):
+        rl_question_file(None, None)
+    with pytest.raises(FileNotFoundError, match="train_qa"):
+        rl_question_file(str(tmp_path / "nope.parquet"), tmp_path / "world")
+
+
+def test_grpo_arm_refuses_a_search_cost(tmp_path, capsys):
+    from venus_utils.rl.__main__ import main as rl_main
+
+    argv = ["train", "--params", str(REPO_ROOT / "params" / "smoke.yaml"), "--run-dir", str(tmp_path),
+            "--set", "reward_mode=grpo", "--set", "search_cost=0.1"]
+    assert rl_main(argv) == 2
+    assert "reward_mode=grpo has none" in capsys.readouterr().err and not (tmp_path / "04_igpo_rl").exists()
+
+
+@pytest.mark.slow
+def test_grpo_arm_from_the_same_sft_model_in_its_own_folder(micro_run, tmp_path):
+    """``--set reward_mode=grpo --out <run>/04_igpo_rl_grpo``: the outcome-only arm, beside the IGPO stage folder."""
+    run = tmp_path / "run"
+    shutil.copytree(micro_run, run, symlinks=True)
+    shutil.copytree(run / "00_setup" / "tiny_model", run / "03_sft_unsloth" / "model")  # stands in for the SFT model
+    (run / "03_sft_unsloth" / "summary.json").write_text('{"stage": "03_sft_unsloth"}')
+    out = run / "04_igpo_rl_grpo"
+    run_cli(["-m", "venus_utils.rl", "train", "--params", "params/smoke.yaml", "--run-dir", str(run), "--out", str(out),
+             "--set", "reward_mode=grpo", "--set", "filter_samples=0", "--set", "max_steps=1", "--set", "max_turns=2",
+             "--set", "max_tokens_per_turn=16"], timeout=600)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["reward_mode"] == "grpo" and summary["config"]["reward_mode"] == "grpo" and summary["steps"] == 1
+    assert summary["sft_model"] == str(run / "03_sft_unsloth" / "model")
+    assert not (run / "04_igpo_rl").exists()  # the IGPO arm's folder is untouched
+    episodes = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+    assert episodes and all(e["turn_rewards"] == [None] * (e["num_turns"] - 1) for e in episodes)
+    metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert any("groups_with_signal" in m for m in metrics)
+    card = (out / "model" / "README.md").read_text()
+    assert "| reward mode | grpo |" in card and str(run / "03_sft_unsloth" / "model") in card and "| profile | smoke |" in card
+    assert [p.relative_to(out).as_posix() for p in out.rglob("README.md")] == ["model/README.md"]
