@@ -70,13 +70,31 @@ class EvalSettings:
     workers: int = 32  # questions answered at once; the local backend batches their generations
     device: str = "cpu"
 
+    @classmethod
+    def for_model(cls, model_dir: str | Path, **overrides: Any) -> "EvalSettings":
+        """The prompt style and limits the model folder says it was trained with (``venus_agent.json``, see
+        :mod:`venus_utils.agent.settings`), with ``overrides`` (None values are ignored)."""
+        from ..agent.settings import model_agent_settings
+
+        found = model_agent_settings(model_dir, fallback={"max_turns": cls.max_turns,
+                                                          "max_new_tokens": cls.max_new_tokens})
+        values = {"system_prompt_style": found.system_prompt_style, "max_turns": found.max_turns,
+                  "max_new_tokens": found.max_new_tokens}
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+    def protocol(self) -> dict[str, Any]:
+        """What decides the answers (not how fast they come: workers and device are left out)."""
+        return {k: v for k, v in asdict(self).items() if k not in ("workers", "device")}
+
 
 def evaluate_model(model_dir: str | Path, questions: pd.DataFrame, out_path: str | Path, settings: EvalSettings,
                    *, world_dir: str | Path | None = None, tools: Any = None, judge: Any = None,
                    progress: bool = True) -> pd.DataFrame:
     """Answer ``questions`` with the model folder ``model_dir`` and score the answers; writes the raw rollouts to
     ``<out_path>.jsonl`` (resumable, restarted when the model or settings change) and the scored table to
-    ``out_path`` (parquet).  Returns the scored table."""
+    ``out_path`` (parquet).  Returns the scored table.  When ``out_path`` already holds the scored answers of this
+    model, these questions and this protocol (an earlier stage's greedy results), it is read, not recomputed."""
     from ..agent import AgentConfig, load_backend
     from ..agent.runner import run_coroutine, run_file_async
     from ..tools import make_toolbox
@@ -87,8 +105,20 @@ def evaluate_model(model_dir: str | Path, questions: pd.DataFrame, out_path: str
     model_dir = Path(model_dir)
     stamp = max((f.stat().st_mtime_ns for f in model_dir.iterdir() if f.is_file()), default=0)
     fingerprint = dict(model=str(model_dir.resolve()), model_files=stamp, questions=questions["id"].astype(str).tolist(),
-                       **asdict(settings))
-    loaders.fresh_predictions(rollouts, fingerprint)
+                       **settings.protocol())
+    resumed = loaders.fresh_predictions(rollouts, fingerprint)
+    if judge is None:
+        from .judge import Judge
+
+        judge = Judge.from_env()
+    judged_by = judge.describe() if hasattr(judge, "describe") else getattr(judge, "__name__", "a judge function")
+    if resumed and out_path.exists():
+        done = load_scored(out_path)
+        if (len(done) == len(questions) * settings.samples and set(done["id"]) == set(fingerprint["questions"])
+                and done.get("judge", pd.Series([None])).iloc[0] == judged_by):
+            print(f"[heldout] {out_path.name}: {len(questions)} questions already scored with this model and "
+                  "protocol (reused, not recomputed)")
+            return done
     backend = load_backend(str(model_dir), device=settings.device, max_batch=max(1, settings.workers))
     if tools is None:
         tools = make_toolbox("local", world_dir)
@@ -102,7 +132,7 @@ def evaluate_model(model_dir: str | Path, questions: pd.DataFrame, out_path: str
                                  workers=settings.workers, progress=progress))
     table = metrics.attach_answers(loaders.load_predictions(rollouts), questions)
     scored = metrics.score(table, judge=judge, progress=False)
-    scored = scored.drop(columns=[c for c in DROP_COLUMNS if c in scored.columns])
+    scored = scored.drop(columns=[c for c in DROP_COLUMNS if c in scored.columns]).assign(judge=judged_by)
     with atomic_path(out_path) as tmp:
         scored.to_parquet(tmp)
     return scored
