@@ -128,20 +128,22 @@ def test_time_limit_stops_training_after_the_budget(tiny_lm, tmp_path):
 def test_why_no_gain_pairs_questions_and_counts_flat_groups():
     import pandas as pd
 
+    from venus_utils.eval.stats import paired_comparison
     from venus_utils.rl.report import why_no_gain
 
-    before = {"predictions": [{"question": "a", "correct": 0.0}, {"question": "a", "correct": 1.0},
-                              {"question": "b", "correct": 1.0}, {"question": "c", "correct": 0.0}]}
-    after = {"predictions": [{"question": "a", "correct": 1.0}, {"question": "a", "correct": 1.0},
-                             {"question": "b", "correct": 0.0}, {"question": "c", "correct": 0.0}]}
+    before = pd.Series([False, True, False], index=["a", "b", "c"])
+    after = pd.Series([True, False, False], index=["a", "b", "c"])
     episodes = pd.DataFrame({"step": [1, 1, 1, 1, 2, 2], "group": ["x", "x", "y", "y", "x", "x"],
                              "judge_score": [1.0, 1.0, 0.0, 0.0, 1.0, 0.2]})
-    table = why_no_gain(before, after, episodes)["value"]
+    metrics = pd.DataFrame({"step": [1, 2], "groups_with_signal": [0.0, 1.0]})
+    table = why_no_gain(paired_comparison(before, after), episodes, metrics)["value"]
     assert (table["held-out questions"], table["fixed by RL"], table["broken by RL"], table["unchanged"]) == (3, 1, 1, 1)
+    assert table["McNemar p (exact)"] == 1.0 and table["RL steps"] == 2
     assert table["training groups"] == 3
     assert table["groups all right (no outcome signal)"] == 1 and table["groups all wrong (no outcome signal)"] == 1
     assert table["rollout accuracy, first quarter of steps"] == 0.5 and table["rollout accuracy, last quarter of steps"] == 0.5
-    assert why_no_gain({}, {}, pd.DataFrame())["value"]["held-out questions"] == 0
+    assert table["mean share of groups with an outcome signal per step"] == 0.5
+    assert pd.isna(why_no_gain({}, pd.DataFrame())["value"]["held-out questions"])
 
 
 def test_unsolved_questions_keeps_what_the_policy_does_not_always_solve(monkeypatch):

@@ -31,30 +31,38 @@ META_COLUMNS = ("template", "hops", "subworld", "world")
 DROP_COLUMNS = ("messages", "turn_log", "boundaries", "prompt_ids", "completion_ids", "completion_mask")
 
 
-def draw_heldout(world_dir: str | Path, n: int | None, seed: int = 0, split: str = "test") -> pd.DataFrame:
-    """``n`` questions of the world's ``split`` keeping its mix of templates, hop counts and sub-worlds (all of them
-    when ``n`` is None): the first rows of a split are one template from trained sub-worlds and would overstate what
-    the agent can do."""
-    from ..world import load_world_questions
-    from .loaders import stratified_sample
+def draw_heldout(source: str | Path, n: int | None, seed: int = 0, split: str = "test") -> pd.DataFrame:
+    """``n`` questions keeping the source's mix of templates, hop counts and sub-worlds (all of them when ``n`` is
+    None): the first rows of a split are one template from trained sub-worlds and would overstate what the agent can
+    do.  ``source``: an offline world folder (its ``split``), or a question file (verl parquet, JSONL, CSV) for the
+    web profiles."""
+    from .loaders import load_questions, stratified_sample
 
-    return stratified_sample(load_world_questions(world_dir, split), n, by=("template", "hops", "subworld"), seed=seed)
+    source = Path(source)
+    if source.is_dir():
+        from ..world import load_world_questions
+
+        qa = load_world_questions(source, split)
+    else:
+        qa = load_questions(source)
+    return stratified_sample(qa, n, by=("template", "hops", "subworld"), seed=seed)
 
 
-def heldout_questions(run_dir: str | Path, world_dir: str | Path, n: int | None, seed: int = 0,
+def heldout_questions(run_dir: str | Path, source: str | Path, n: int | None, seed: int = 0,
                       split: str = "test") -> pd.DataFrame:
-    """The run's held-out questions: drawn once (:func:`draw_heldout`) into ``<run_dir>/heldout/`` and read from
-    there by every stage asking for the same ``n``, ``seed`` and ``split``."""
+    """The run's held-out questions: drawn once (:func:`draw_heldout` from a world folder or a question file) into
+    ``<run_dir>/heldout/`` and read from there by every stage asking for the same source, ``n``, ``seed`` and
+    ``split``."""
     folder = Path(run_dir) / HELDOUT_DIR
-    wanted = {"n": n, "seed": seed, "split": split, "world": Path(world_dir).name}
+    wanted = {"n": n, "seed": seed, "split": split, "source": Path(source).name}
     table = folder / "questions.parquet"
     if table.exists() and (folder / "meta.json").exists() and read_json(folder / "meta.json") == wanted:
         return pd.read_parquet(table)
-    qa = draw_heldout(world_dir, n, seed, split)
+    qa = draw_heldout(source, n, seed, split)
     with atomic_path(table) as tmp:
         qa.to_parquet(tmp)
     write_json(folder / "meta.json", wanted)
-    print(f"[heldout] drew {len(qa)} questions from the {split} split into {folder}")
+    print(f"[heldout] drew {len(qa)} questions from {Path(source).name} ({split}) into {folder}")
     return qa
 
 

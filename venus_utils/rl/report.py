@@ -111,8 +111,10 @@ def resume_settings(cfg, sft_model: str | Path, question_pool: Sequence[dict], f
 
 
 def rl_question_file(train_qa: str | Path | None, world_dir: str | Path | None) -> Path:
-    """The RL questions (a verl-schema QA parquet): ``train_qa`` when it is set, else the offline world's
-    ``qa/train.parquet`` (``world_dir``: ``00_setup/world``; None for the web tools).
+    """The RL questions (a verl-schema QA parquet): ``train_qa`` when it is set, else the offline world's RL split
+    ``qa/rl.parquet`` (questions that are in no SFT trajectory and not held out, like DR-Venus's separate RL set;
+    the world builds it with ``rl_frac``), else its ``qa/train.parquet`` (``world_dir``: ``00_setup/world``; None for
+    the web tools).
 
     With the web tools there is no world to fall back on: DR-Venus trains RL on REDSearcher's RL question set
     (``REDSearcher_RL_1K``), which ``train_qa`` must name.  Raises :class:`~venus_utils.config.ConfigError` (unset)
@@ -132,6 +134,10 @@ def rl_question_file(train_qa: str | Path | None, world_dir: str | Path | None) 
         raise ConfigError("train_qa is not set, and with offline: false there is no offline world to take RL questions "
                           "from: set train_qa in the 04_igpo_rl section of the profile (or --set train_qa=PATH) to the "
                           "RL question parquet (verl schema, e.g. REDSearcher_RL_1K)")
+    rl = Path(world_dir) / "qa" / "rl.parquet"
+    if rl.is_file():
+        return rl
+    print(f"[rl] {world_dir} has no RL question split (world_knobs rl_frac): RL trains on the SFT questions")
     return Path(world_dir) / "qa" / "train.parquet"
 
 
@@ -158,22 +164,19 @@ def summarize_steps(metrics: pd.DataFrame, keys: Sequence[str] = STEP_KEYS) -> p
     return metrics.dropna(subset=["reward"])[cols].reset_index(drop=True) if "reward" in metrics else metrics
 
 
-def why_no_gain(before: dict, after: dict, episodes: pd.DataFrame) -> pd.DataFrame:
+def why_no_gain(comparison: dict, episodes: pd.DataFrame, metrics: pd.DataFrame | None = None) -> pd.DataFrame:
     """Measured reasons for a small RL gain, as one table.
 
-    - held-out questions the RL policy fixed / broke / left unchanged (mean correctness per question, paired);
+    - held-out questions the RL policy fixed / broke / left unchanged (greedy answers, paired:
+      :func:`venus_utils.eval.stats.paired_comparison`) and the exact McNemar p-value;
     - training groups whose rollouts all got the same outcome (no outcome signal: only IG and penalties move them),
-      split into all-right and all-wrong;
-    - outcome accuracy of the training rollouts in the first and the last quarter of the steps.
+      split into all-right and all-wrong, and the mean share of groups with a signal per step;
+    - outcome accuracy of the training rollouts in the first and the last quarter of the steps, and the step count.
     """
-    def per_question(result: dict) -> pd.Series:
-        preds = pd.DataFrame(result.get("predictions") or [])
-        return preds.groupby("question")["correct"].mean() if len(preds) else pd.Series(dtype=float)
-
-    b, a = per_question(before), per_question(after)
-    both = pd.concat([b.rename("sft"), a.rename("rl")], axis=1).dropna()
-    rows = {"held-out questions": len(both), "fixed by RL": int((both["rl"] > both["sft"]).sum()),
-            "broken by RL": int((both["rl"] < both["sft"]).sum()), "unchanged": int((both["rl"] == both["sft"]).sum())}
+    rows = {"held-out questions": comparison.get("n"), "fixed by RL": comparison.get("fixed"),
+            "broken by RL": comparison.get("broken"),
+            "unchanged": (comparison.get("both_right") or 0) + (comparison.get("both_wrong") or 0),
+            "McNemar p (exact)": comparison.get("mcnemar_p")}
     if len(episodes) and {"step", "group", "judge_score"} <= set(episodes.columns):
         right = episodes.assign(right=episodes["judge_score"].astype(float) >= 1.0)
         groups = right.groupby(["step", "group"])["right"].agg(["min", "max"])
@@ -182,6 +185,56 @@ def why_no_gain(before: dict, after: dict, episodes: pd.DataFrame) -> pd.DataFra
                      "groups all wrong (no outcome signal)": int((groups["max"] == 0).sum())})
         steps = sorted(right["step"].unique())
         quarter = max(1, len(steps) // 4)
+        rows["RL steps"] = len(steps)
         rows["rollout accuracy, first quarter of steps"] = round(float(right[right["step"].isin(steps[:quarter])]["right"].mean()), 3)
         rows["rollout accuracy, last quarter of steps"] = round(float(right[right["step"].isin(steps[-quarter:])]["right"].mean()), 3)
+    if metrics is not None and "groups_with_signal" in metrics:
+        rows["mean share of groups with an outcome signal per step"] = round(float(metrics["groups_with_signal"].mean()), 3)
     return pd.DataFrame({"value": rows})
+
+
+ARMS = {"IGPO": "04_igpo_rl", "GRPO (outcome only)": "04_igpo_rl_grpo"}
+
+
+def arms(run_dir: str | Path) -> dict[str, Path]:
+    """The RL runs of a run folder that finished (``summary.json``), by reward design: IGPO (``04_igpo_rl``) and the
+    outcome-only GRPO arm (``04_igpo_rl_grpo``, ``python -m venus_utils.rl train --set reward_mode=grpo --out ...``)."""
+    return {label: Path(run_dir) / name for label, name in ARMS.items() if (Path(run_dir) / name / "summary.json").exists()}
+
+
+def arms_figure(run_dir: str | Path, sft_scored: pd.DataFrame | None = None, path: str | Path | None = None):
+    """IGPO and GRPO side by side, when both ran: outcome reward and share of groups with an outcome signal per step,
+    and held-out accuracy (greedy, 95% interval) of SFT and each arm.  None when fewer than two arms finished."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    from ..eval.heldout import per_question
+    from ..eval.stats import accuracy_ci
+
+    found = arms(run_dir)
+    if len(found) < 2:
+        return None
+    steps, acc = [], []
+    if sft_scored is not None:
+        acc.append({"model": "SFT", **accuracy_ci(per_question(sft_scored)["correct"].tolist())})
+    for label, folder in found.items():
+        m = pd.DataFrame(read_jsonl(folder / "metrics.jsonl"))
+        steps.append(summarize_steps(m).assign(arm=label))
+        scored = folder / "heldout_rl.parquet"
+        if scored.exists():
+            acc.append({"model": label, **accuracy_ci(per_question(pd.read_parquet(scored))["correct"].tolist())})
+    steps = pd.concat(steps, ignore_index=True)
+    fig, axes = plt.subplots(1, 3, figsize=(15, 3.6))
+    sns.lineplot(data=steps, x="step", y="reward", hue="arm", ax=axes[0]).set_title("outcome reward per step")
+    if "groups_with_signal" in steps:
+        sns.lineplot(data=steps, x="step", y="groups_with_signal", hue="arm", ax=axes[1])
+    axes[1].set_title("share of groups with an outcome signal")
+    if acc:
+        a = pd.DataFrame(acc)
+        axes[2].bar(a["model"], a["accuracy"], yerr=[a["accuracy"] - a["ci_low"], a["ci_high"] - a["accuracy"]],
+                    capsize=4, color="#8fb3d9")
+        axes[2].set(ylabel="accuracy (95% CI)", title=f"held-out accuracy, greedy (n={int(a['n'].iloc[0])})")
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=110)
+    return fig
