@@ -13,6 +13,9 @@ in a section that the notebook does not declare is an error (it is almost always
 look like secrets (``api_key``, ``*_token``, ``password``...) are refused: API keys come from the
 environment or a ``.env`` file (see :mod:`venus_utils.env`), never from parameters, so they never end up
 in executed notebooks.
+
+A notebook run by hand takes a profile too: with ``profile = "cpu"`` in its parameters cell, the cell after the
+install cell, ``apply_profile(globals(), "<stage>")``, sets what the pipeline would inject (see :func:`apply_profile`).
 """
 
 from __future__ import annotations
@@ -188,3 +191,90 @@ def check_stage_values(stage: str, params: dict[str, Any], where: str) -> None:
             cls(**{k: v for k, v in params.items() if k in names})
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"{where}: {exc}") from None
+
+
+# --- profiles in notebooks run by hand -----------------------------------------------------------------------------
+
+#: The ``profile`` of a hand run that takes no profile file: the parameters cell is used as it is.
+INTERACTIVE = "interactive"
+#: The parameters cell's ``run_dir``; a hand run with a profile moves it to ``runs/<profile>``, the pipeline's folder.
+DEFAULT_RUN_DIR = "runs/interactive"
+#: Keys that say how Papermill shows a notebook rather than what it computes (``interactive: false`` prints traces
+#: instead of widgets): a hand run keeps the notebook's own value.
+PIPELINE_ONLY = frozenset({"interactive"})
+#: The first line of the cell Papermill injects after the ``parameters`` cell (papermill's translators write it).
+PAPERMILL_HEADER = "# Parameters\n"
+
+
+def run_by_papermill(namespace: dict[str, Any]) -> bool:
+    """True when Papermill injected parameters into this kernel: its ``injected-parameters`` cell, which starts
+    with ``# Parameters`` (the notebooks' own parameters cell starts ``# Parameters (``), is in the kernel's input
+    history (``In``), as for every executed cell."""
+    history = namespace.get("_ih") or namespace.get("In") or []
+    return any(isinstance(source, str) and source.startswith(PAPERMILL_HEADER) for source in history)
+
+
+def find_profile(name: str, params_dir: str | Path | None = None) -> Path | None:
+    """``params/<name>.yaml`` (the checkout's, or the copy a wheel install carries), or None."""
+    from .paths import PARAMS_DIR
+
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", str(name)):
+        return None
+    path = Path(params_dir or PARAMS_DIR) / f"{name}.yaml"
+    return path if path.is_file() else None
+
+
+def apply_profile(namespace: dict[str, Any], stage: str, *, params_dir: str | Path | None = None,
+                  papermill: bool | None = None) -> dict[str, Any]:
+    """Give a notebook run by hand the values of the profile its ``parameters`` cell names.
+
+    Called right after the install cell as ``apply_profile(globals(), "03_sft_unsloth")``.  With
+    ``profile = "colab"`` (any ``params/<name>.yaml``) the notebook receives what the pipeline would inject: the
+    profile's shared keys that the notebook declares plus its section, checked the same way (undeclared keys, types,
+    ranges, local paths), and ``run_dir``, when still ``"runs/interactive"``, becomes ``runs/<profile>``, so stages
+    run by hand and by the pipeline share a run folder.  The profile's values replace the parameters cell's: to
+    change one of them, assign it after this call.  Keys in :data:`PIPELINE_ONLY` keep the notebook's value.
+
+    Nothing is applied when Papermill ran the notebook (:func:`run_by_papermill`; ``papermill`` overrides the
+    detection): its injected values win.  ``profile = "interactive"`` (the default) names no file.  One line says what
+    happened.  Returns the values set in ``namespace``.
+    """
+    name = namespace.get("profile")
+    if papermill is None:
+        papermill = run_by_papermill(namespace)
+    if papermill:
+        print(f"profile {name!r}: parameters injected by Papermill, used as they are")
+        return {}
+    if name in (None, "", INTERACTIVE):
+        print(f"profile {name!r}: the parameters cell as it is (profile = \"cpu\", \"colab\"... takes the values of "
+              "params/<profile>.yaml)")
+        return {}
+    path = find_profile(name, params_dir)
+    if path is None:
+        from .paths import PARAMS_DIR
+
+        known = sorted(p.stem for p in Path(params_dir or PARAMS_DIR).glob("*.yaml"))
+        print(f"profile {name!r}: no params/{name}.yaml (profiles: {', '.join(known) or 'none found'}), so the "
+              "parameters cell is used as it is; the name is recorded in summary.json")
+        return {}
+    prof = load_profile(path)
+    declared = {k: v for k, v in namespace.items() if not k.startswith("_")}
+    values = notebook_params(prof, stage, declared)
+    kept = sorted(PIPELINE_ONLY & set(values))
+    for key in kept:
+        values.pop(key)
+    check_stage_values(stage, {**declared, **values}, f"{path}: {stage}")
+    values["profile"] = prof.name
+    if namespace.get("run_dir") == DEFAULT_RUN_DIR:
+        values["run_dir"] = f"runs/{prof.name}"
+    changed = {k: v for k, v in values.items() if k != "profile" and (k not in namespace or namespace[k] != v)}
+    same = len(values) - 1 - len(changed)
+    namespace.update(values)
+    text = ", ".join(f"{k}={v!r}" + (f" (was {declared[k]!r})" if k in declared else "")
+                     for k, v in changed.items()) or "no value changed"
+    if same:
+        text += f"; {same} more already had the profile's value"
+    if kept:
+        text += f"; kept the notebook's {', '.join(kept)} (a hand run)"
+    print(f"profile {name!r}: {path.name} applied to {stage}: {text}")
+    return values

@@ -1,14 +1,65 @@
-"""Where things live: the repository, the read-only reference data and the run folders."""
+"""Where things live: the repository, the read-only reference data and the run folders.
+
+The package runs from a checkout (``pip install -e .``, ``make``) or from a plain install (``pip install
+"venus-recipe @ git+..."`` on Colab), where ``REPO_ROOT`` is only the folder above the installed package
+(site-packages) and :data:`IN_CHECKOUT` is False: there the profiles come from the copy the wheel installs
+(``<prefix>/share/venus-recipe/params``) and relative run folders from the current folder (:func:`runs_base`).
+"""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
+PROJECT_NAME = "venus-recipe"
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def is_checkout(folder: str | Path) -> bool:
+    """True when ``folder`` holds this project's ``pyproject.toml`` (a clone of the repository, not site-packages)."""
+    import tomllib
+
+    try:
+        project = tomllib.loads((Path(folder) / "pyproject.toml").read_text(encoding="utf-8")).get("project", {})
+    except (OSError, ValueError):
+        return False
+    return project.get("name") == PROJECT_NAME
+
+
+IN_CHECKOUT = is_checkout(REPO_ROOT)
+
+
+def installed_params_dir() -> Path | None:
+    """The profiles a wheel install carries (``[tool.setuptools.data-files]`` in pyproject.toml), or None."""
+    from importlib import metadata
+
+    try:
+        files = metadata.distribution(PROJECT_NAME).files or []
+    except metadata.PackageNotFoundError:
+        return None
+    for file in files:
+        if file.suffix == ".yaml" and file.parent.name == "params" and PROJECT_NAME in file.parts:
+            return Path(file.locate()).resolve().parent
+    return None
+
+
+def project_root() -> Path:
+    """What relative paths in profiles (input files, models) start from: the repository root in a checkout, else
+    the current folder (Colab: ``/content``)."""
+    return REPO_ROOT if IN_CHECKOUT else Path.cwd()
+
+
+def runs_base() -> Path:
+    """The folder a relative run folder (``runs/interactive``) is resolved against, whatever folder the kernel
+    started in: ``VENUS_RUNS_DIR`` when set, else :func:`project_root`."""
+    override = os.environ.get("VENUS_RUNS_DIR")
+    return Path(override).expanduser().resolve() if override else project_root()
+
+
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
-PARAMS_DIR = REPO_ROOT / "params"
-RUNS_DIR = REPO_ROOT / "runs"
+PARAMS_DIR = REPO_ROOT / "params" if IN_CHECKOUT else (installed_params_dir() or REPO_ROOT / "params")
+RUNS_DIR = runs_base() / "runs"
 
 
 def shared_data_dir() -> Path:

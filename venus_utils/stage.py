@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .io import read_json, write_json
-from .paths import REPO_ROOT
+from .paths import runs_base
 
 SUMMARY = "summary.json"
 
@@ -24,8 +24,12 @@ class StageMissing(FileNotFoundError):
 
 
 def resolve_run_dir(run_dir: str | Path) -> Path:
+    """An absolute run folder: a relative one (``runs/interactive``) is taken from :func:`venus_utils.paths.runs_base`
+    (``VENUS_RUNS_DIR``, else the repository root of a checkout, else the current folder), so a notebook run from
+    JupyterLab in ``notebooks/``, by Papermill from the repository root or on Colab in ``/content`` writes to the
+    same place as the other stages of its run."""
     run_dir = Path(run_dir).expanduser()
-    return run_dir if run_dir.is_absolute() else (REPO_ROOT / run_dir)
+    return run_dir if run_dir.is_absolute() else (runs_base() / run_dir)
 
 
 class Stage:
