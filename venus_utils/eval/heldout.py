@@ -27,6 +27,9 @@ import pandas as pd
 from ..io import atomic_path, read_json, write_json
 
 HELDOUT_DIR = "heldout"
+#: where each stage keeps its greedy held-out results (``scored``: parquet; the rollouts beside it as .jsonl)
+SCORED = {"base": "03_sft_unsloth/heldout_base.parquet", "SFT": "03_sft_unsloth/heldout_sft.parquet",
+          "RL (IGPO)": "04_igpo_rl/heldout_rl.parquet", "RL (GRPO)": "04_igpo_rl_grpo/heldout_rl.parquet"}
 META_COLUMNS = ("template", "hops", "subworld", "world")
 DROP_COLUMNS = ("messages", "turn_log", "boundaries", "prompt_ids", "completion_ids", "completion_mask")
 
@@ -98,11 +101,12 @@ class EvalSettings:
 
 def evaluate_model(model_dir: str | Path, questions: pd.DataFrame, out_path: str | Path, settings: EvalSettings,
                    *, world_dir: str | Path | None = None, tools: Any = None, judge: Any = None,
-                   progress: bool = True) -> pd.DataFrame:
+                   reuse_from: str | Path | None = None, progress: bool = True) -> pd.DataFrame:
     """Answer ``questions`` with the model folder ``model_dir`` and score the answers; writes the raw rollouts to
     ``<out_path>.jsonl`` (resumable, restarted when the model or settings change) and the scored table to
     ``out_path`` (parquet).  Returns the scored table.  When ``out_path`` already holds the scored answers of this
-    model, these questions and this protocol (an earlier stage's greedy results), it is read, not recomputed."""
+    model, these questions and this protocol, it is read, not recomputed; so is ``reuse_from``, another stage's
+    scored file (notebook 04 reads notebook 03's greedy SFT results instead of answering again)."""
     from ..agent import AgentConfig, load_backend
     from ..agent.runner import run_coroutine, run_file_async
     from ..tools import make_toolbox
@@ -114,19 +118,18 @@ def evaluate_model(model_dir: str | Path, questions: pd.DataFrame, out_path: str
     stamp = max((f.stat().st_mtime_ns for f in model_dir.iterdir() if f.is_file()), default=0)
     fingerprint = dict(model=str(model_dir.resolve()), model_files=stamp, questions=questions["id"].astype(str).tolist(),
                        **settings.protocol())
-    resumed = loaders.fresh_predictions(rollouts, fingerprint)
     if judge is None:
         from .judge import Judge
 
         judge = Judge.from_env()
     judged_by = judge.describe() if hasattr(judge, "describe") else getattr(judge, "__name__", "a judge function")
-    if resumed and out_path.exists():
-        done = load_scored(out_path)
-        if (len(done) == len(questions) * settings.samples and set(done["id"]) == set(fingerprint["questions"])
-                and done.get("judge", pd.Series([None])).iloc[0] == judged_by):
-            print(f"[heldout] {out_path.name}: {len(questions)} questions already scored with this model and "
-                  "protocol (reused, not recomputed)")
+    for done_path in [p for p in (reuse_from, out_path) if p is not None]:
+        done = _reusable(Path(done_path), fingerprint, judged_by, len(questions) * settings.samples)
+        if done is not None:
+            print(f"[heldout] {Path(done_path).name}: {len(questions)} questions already answered and scored by this "
+                  "model with this protocol and judge (reused, not recomputed)")
             return done
+    loaders.fresh_predictions(rollouts, fingerprint)
     backend = load_backend(str(model_dir), device=settings.device, max_batch=max(1, settings.workers))
     if tools is None:
         tools = make_toolbox("local", world_dir)
@@ -144,6 +147,26 @@ def evaluate_model(model_dir: str | Path, questions: pd.DataFrame, out_path: str
     with atomic_path(out_path) as tmp:
         scored.to_parquet(tmp)
     return scored
+
+
+def _reusable(path: Path, fingerprint: dict, judged_by: str, rows: int) -> pd.DataFrame | None:
+    """The scored table at ``path`` if it was made with ``fingerprint`` (its rollouts' sidecar), is complete and was
+    scored by the same judge; else None."""
+    import json
+
+    sidecar = path.with_suffix(".jsonl").with_name(path.with_suffix(".jsonl").name + ".params.json")
+    if not (path.exists() and sidecar.exists()):
+        return None
+    if read_json(sidecar) != json.loads(json.dumps(fingerprint, default=str)):
+        return None
+    done = load_scored(path)
+    same_judge = "judge" in done and len(done) and done["judge"].iloc[0] == judged_by
+    return done if len(done) == rows and set(done["id"]) == set(fingerprint["questions"]) and same_judge else None
+
+
+def run_results(run_dir: str | Path) -> dict[str, pd.DataFrame]:
+    """The greedy held-out results a run folder holds, by model (:data:`SCORED`), for side-by-side tables."""
+    return {label: load_scored(Path(run_dir) / rel) for label, rel in SCORED.items() if (Path(run_dir) / rel).exists()}
 
 
 def load_scored(path: str | Path) -> pd.DataFrame:

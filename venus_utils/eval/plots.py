@@ -78,3 +78,28 @@ def terminations(term_table: pd.DataFrame, ax=None, path=None, title="How runs e
     sns.barplot(data=term_table.reset_index(), y="termination", x="count", ax=ax, color="#6fa8dc")
     ax.set(xlabel="samples", ylabel="", title=title)
     return _save(fig, path)
+
+
+def accuracy_intervals(tables: dict[str, pd.DataFrame], ax=None, path=None,
+                       title="Held-out accuracy (greedy) with 95% intervals"):
+    """Accuracy of one or more models (``{label: stats.accuracy_table(...)}``) per breakdown value, each bar with its
+    95% interval, so a reader sees at once which differences the noise covers."""
+    import numpy as np
+
+    rows = pd.concat([t.assign(model=label) for label, t in tables.items()], ignore_index=True)
+    rows["where"] = [v if g == "all" else f"{g}={v}" for g, v in zip(rows["group"], rows["value"])]
+    places, models = list(dict.fromkeys(rows["where"])), list(tables)
+    fig, ax = _figure(ax, (max(6, 1.1 * len(places) * max(1, len(models)) / 1.5 + 2), 3.6))
+    width = 0.8 / max(1, len(models))
+    for i, label in enumerate(models):
+        part = rows[rows["model"] == label].set_index("where").reindex(places)
+        x = np.arange(len(places)) + (i - (len(models) - 1) / 2) * width
+        acc = part["accuracy"].astype(float)
+        err = [(acc - part["ci_low"].astype(float)).clip(lower=0), (part["ci_high"].astype(float) - acc).clip(lower=0)]
+        ax.bar(x, acc, width, yerr=err, capsize=3, label=label)
+    ax.set_xticks(np.arange(len(places)), [f"{p}\n(n={int(n)})" for p, n in
+                                           zip(places, rows.drop_duplicates("where")["n"])], fontsize=8)
+    ax.set(ylim=(0, 1), ylabel="accuracy", title=title)
+    if len(models) > 1:
+        ax.legend(fontsize=8)
+    return _save(fig, path)

@@ -15,7 +15,8 @@ each step's ``prompts_per_step x num_generations`` episodes; advantages are comp
 writes ``model/`` (with a ``README.md`` model card), ``metrics.jsonl``, ``episodes.jsonl``, the newest
 ``checkpoint-N/`` folders (``save_total_limit``) and ``summary.json``; a rerun resumes from the newest checkpoint.
 The RL questions are ``train_qa`` (the paper profile: REDSearcher's RL set, verl parquet), else the offline world's
-``qa/train.parquet``.  The held-out before/after accuracy of the notebook is left to notebook 05.
+RL split ``qa/rl.parquet`` (else its ``qa/train.parquet``).  When the run has a held-out set (notebook 03 draws it),
+the SFT and RL models are scored on it greedily, as in notebook 04 (``heldout_rl.parquet`` and the summary).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import argparse
 import sys
 
 from ..config import ConfigError
-from ..launch import is_main_process, parse_sets, run_cli, stage_params, world_size
+from ..launch import is_main_process, parse_sets, run_cli, stage_params, time_limit, world_size
 from ..stage import Stage
 
 STAGE = "04_igpo_rl"
@@ -67,7 +68,7 @@ def train(args: argparse.Namespace) -> dict:
     tools = make_toolbox("local", world_dir) if params["offline"] else make_toolbox("web")
     train_rows = report.qa_rows(train_file, params["train_questions"], cfg.seed)
     filter_samples = int(params.get("filter_samples") or 0)
-    limits = {"max_steps": cfg.max_steps}
+    limits = {"max_steps": cfg.max_steps, "max_time_minutes": params["max_time_minutes"]}
     point = prepare_resume(stage.dir, report.resume_settings(cfg, sft_dir, train_rows, filter_samples),
                            root=stage.run_dir, max_steps=cfg.max_steps, limits=limits, main_process=is_main_process())
     if filter_samples:
@@ -81,19 +82,33 @@ def train(args: argparse.Namespace) -> dict:
     trainer = IGPOTrainer(model, tokenizer, Dataset.from_list(train_rows), cfg,
                           grpo_args(cfg, stage.dir, device=params["device"], world_size=world_size()),
                           rollout_fn=make_agent_rollout(tools), judge=judge_fn, turn_reward=turn_reward,
-                          resume_step=point.step)
+                          resume_step=point.step, callbacks=[time_limit(params["max_time_minutes"])])
     with stage.timed("train"):
         train_to_end(trainer, point, stage.dir, cfg.max_steps, limits)
     losses = [r["loss"] for r in trainer.state.log_history if "loss" in r]
     rewards = [r["reward"] for r in trainer.state.log_history if "reward" in r]
+    signal = [r["groups_with_signal"] for r in trainer.state.log_history if r.get("groups_with_signal") is not None]
     summary = dict(steps=int(trainer.state.global_step), loss_last=losses[-1] if losses else None,
-                   final_reward=rewards[-1] if rewards else None, reward_mode=cfg.reward_mode, sft_model=str(sft_dir),
+                   final_reward=rewards[-1] if rewards else None, reward_mode=cfg.reward_mode,
+                   groups_with_signal=sum(signal) / len(signal) if signal else None, sft_model=str(sft_dir),
                    questions=str(train_file), judge=judge_description, resumed_from=point.checkpoint,
                    processes=world_size(), launched_from="python -m venus_utils.rl train", config=cfg.to_dict())
     if trainer.accelerator.is_main_process:
         save_policy(trainer, tokenizer, stage.path("model"), base_model=sft_dir, profile=profile)
     trainer.accelerator.wait_for_everyone()
     if is_main_process():
+        questions, settings = report.heldout_eval(stage.run_dir, sft_dir, params["heldout_qa"] or world_dir,
+                                                  params["heldout_n"], cfg.seed, params["device"])
+        if questions is not None:  # the same greedy held-out evaluation as notebooks 03-05
+            from ..eval.judge import Judge
+
+            with stage.timed("heldout"):
+                _, _, comparison = report.score_heldout(stage.run_dir, stage.dir, sft_dir, stage.path("model"),
+                                                        questions, settings, world_dir=world_dir, tools=tools,
+                                                        judge=Judge.from_env(params["judge"]))
+            summary.update(heldout_accuracy_sft=comparison["accuracy_before"],
+                           heldout_accuracy_rl=comparison["accuracy_after"], heldout_n=comparison["n"],
+                           mcnemar_p=comparison["mcnemar_p"], heldout_comparison=comparison)
         summary = stage.finish(**summary)
         print(f"[rl] {summary['steps']} steps ({cfg.reward_mode}) on {world_size()} process(es); "
               f"model: {stage.path('model')}")

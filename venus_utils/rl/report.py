@@ -55,6 +55,19 @@ def load_shared_rollout(path: str | Path, max_tokens: int, tokenizer, min_turns:
     return messages[:keep] + final, answer
 
 
+def own_rollout_example(model, tokenizer, tools, row: dict, cfg):
+    """A worked-example episode from this run itself: the current policy answers one RL question with the run's tools
+    (what the trainer does each step), for when DR-Venus's shared rollouts are not at hand.  Returns
+    ``(episode, ground_truth)``."""
+    import torch
+
+    from .rollout import make_agent_rollout
+
+    with torch.no_grad():
+        episode = make_agent_rollout(tools)(model, tokenizer, [row], cfg)[0]
+    return episode, str(row["ground_truth"]).split("<|answer_split|>")[0]
+
+
 def turn_table(ep, ig_all, ig_filtered) -> pd.DataFrame:
     """One row per non-final turn: tool, IG scored at every boundary, IG with the tool filter."""
     return pd.DataFrame({"turn": range(ep.num_turns - 1), "tool": [t or "-" for t in ep.tool_names[:-1]],
@@ -191,6 +204,34 @@ def why_no_gain(comparison: dict, episodes: pd.DataFrame, metrics: pd.DataFrame 
     if metrics is not None and "groups_with_signal" in metrics:
         rows["mean share of groups with an outcome signal per step"] = round(float(metrics["groups_with_signal"].mean()), 3)
     return pd.DataFrame({"value": rows})
+
+
+def heldout_eval(run_dir: str | Path, sft_dir: str | Path, source: str | Path | None, n: int | None, seed: int = 0,
+                 device: str = "cpu"):
+    """``(questions, settings)`` of RL's held-out evaluation: the run's held-out set (drawn once, the one notebook 03
+    scored) and the SFT model's own protocol (its ``venus_agent.json``), so SFT and RL are compared on the same
+    questions, greedy, and notebook 03's SFT results are reused.  ``(None, None)`` when ``n`` is 0 or there is no
+    question source (no world, no ``heldout_qa``)."""
+    from ..eval import heldout as ho
+
+    if not n or source is None:
+        return None, None
+    return ho.heldout_questions(run_dir, source, n, seed), ho.EvalSettings.for_model(sft_dir, device=device)
+
+
+def score_heldout(run_dir: str | Path, stage_dir: str | Path, sft_dir: str | Path, rl_dir: str | Path, questions,
+                  settings, *, world_dir=None, tools=None, judge=None) -> tuple:
+    """Greedy held-out results of the SFT model (notebook 03's, reused when they match) and of the RL model, and their
+    paired comparison (:func:`venus_utils.eval.stats.paired_comparison`)."""
+    from ..eval import heldout as ho
+    from ..eval.stats import paired_comparison
+
+    kw = dict(world_dir=world_dir, tools=tools, judge=judge)
+    sft = ho.evaluate_model(sft_dir, questions, Path(stage_dir) / "heldout_sft.parquet", settings,
+                            reuse_from=Path(run_dir) / ho.SCORED["SFT"], **kw)
+    rl = ho.evaluate_model(rl_dir, questions, Path(stage_dir) / "heldout_rl.parquet", settings, **kw)
+    a, b = ho.per_question(sft).set_index("id")["correct"], ho.per_question(rl).set_index("id")["correct"]
+    return sft, rl, paired_comparison(a, b)
 
 
 ARMS = {"IGPO": "04_igpo_rl", "GRPO (outcome only)": "04_igpo_rl_grpo"}

@@ -100,5 +100,12 @@ class SFTConfig:
             raise ValueError(f"unknown SFT setting(s) {unknown}; known: {sorted(known)}")
         return cls(**values)
 
+    @classmethod
+    def from_params(cls, params: dict[str, Any], **overrides: Any) -> "SFTConfig":
+        """Build from a notebook's parameters (``globals()``) or a CLI's: the keys that are settings, then
+        ``overrides``; every other key is ignored.  One call, so a new setting needs no retyping."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{**{k: v for k, v in params.items() if k in known}, **overrides})
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
