@@ -115,3 +115,11 @@ def check_like_default(key: str, value: Any, default: Any) -> str | None:
     if ok:
         return None
     return f"'{key}' must be {type_name(default)} like its default {default!r}, got {type_name(value)} {value!r}"
+
+
+def parameter_values(namespace: dict[str, Any], names: set[str] | frozenset[str]) -> dict[str, Any]:
+    """The entries of ``namespace`` (a notebook's ``globals()``, or a CLI's parameters) that are settings ``names``
+    and hold parameter values (literals: numbers, strings, booleans, None, lists, tuples, dicts), so that a module
+    or function imported under a setting's name is never taken for it."""
+    literal = (str, int, float, bool, type(None), list, tuple, dict)
+    return {k: v for k, v in namespace.items() if k in names and isinstance(v, literal)}

@@ -98,7 +98,7 @@ def test_greedy_evaluation_scores_every_question_with_the_judge_and_is_determini
     assert a.sort_values("id")["prediction"].tolist() == b.sort_values("id")["prediction"].tolist()  # greedy
     again = evaluate_model(run / "model", qa, tmp_path / "a.parquet", settings, world_dir=None, tools=object(),
                            judge=judge, progress=False)  # no tool is called: the scored answers are reused
-    assert again["prediction"].tolist() == a["prediction"].tolist() and again["judge"].iloc[0] == judge.describe()
+    assert again["prediction"].tolist() == a["prediction"].tolist() and again["judge"].iloc[0] == judge.name
     s = summary(a)
     assert s["n"] == 6 and s["samples_per_question"] == 1 and s["by"][0]["group"] == "all"
     assert len(per_question(a)) == 6

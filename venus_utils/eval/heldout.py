@@ -122,7 +122,8 @@ def evaluate_model(model_dir: str | Path, questions: pd.DataFrame, out_path: str
         from .judge import Judge
 
         judge = Judge.from_env()
-    judged_by = judge.describe() if hasattr(judge, "describe") else getattr(judge, "__name__", "a judge function")
+    # which judge decided (``offline-f1>=0.5`` or the LLM's model name), not why it was chosen
+    judged_by = getattr(judge, "name", None) or getattr(judge, "__name__", "a judge function")
     for done_path in [p for p in (reuse_from, out_path) if p is not None]:
         done = _reusable(Path(done_path), fingerprint, judged_by, len(questions) * settings.samples)
         if done is not None:

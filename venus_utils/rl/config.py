@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from ..validation import AT_LEAST_1, FRACTION, NON_NEGATIVE, POSITIVE, Range, check_fields
+from ..validation import AT_LEAST_1, FRACTION, NON_NEGATIVE, POSITIVE, Range, check_fields, parameter_values
 
 INFO_GAIN_TYPES = ("log_prob_diff", "prob_diff")
 #: igpo: DR-Venus (IG turn rewards + format penalties + judged outcome); grpo: the judged outcome alone
@@ -124,9 +124,9 @@ class IGPOConfig:
 
     @classmethod
     def from_dict(cls, params: dict[str, Any]) -> "IGPOConfig":
-        """Build from a parameter mapping, ignoring keys that are not config fields; unknown names are the caller's."""
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in params.items() if k in names})
+        """Build from a parameter mapping (a CLI's parameters, or a notebook's ``globals()``: one call), ignoring keys
+        that are not config fields or do not hold parameter values; unknown names are the caller's."""
+        return cls(**parameter_values(params, {f.name for f in fields(cls)}))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

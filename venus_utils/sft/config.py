@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from ..validation import AT_LEAST_1, FRACTION, NON_NEGATIVE, POSITIVE, Range, check_fields
+from ..validation import AT_LEAST_1, FRACTION, NON_NEGATIVE, POSITIVE, Range, check_fields, parameter_values
 
 #: Allowed values of the numeric settings (types come from the annotations), checked before anything loads.
 RANGES = {
@@ -104,8 +104,7 @@ class SFTConfig:
     def from_params(cls, params: dict[str, Any], **overrides: Any) -> "SFTConfig":
         """Build from a notebook's parameters (``globals()``) or a CLI's: the keys that are settings, then
         ``overrides``; every other key is ignored.  One call, so a new setting needs no retyping."""
-        known = {f.name for f in fields(cls)}
-        return cls(**{**{k: v for k, v in params.items() if k in known}, **overrides})
+        return cls(**{**parameter_values(params, {f.name for f in fields(cls)}), **overrides})
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
