@@ -75,3 +75,11 @@ def test_bad_inputs_are_named(tmp_path):
         build_tiny_model(tmp_path / "m", tmp_path, size="micro")
     with pytest.raises(ValueError, match="size"):
         build_tiny_model(tmp_path / "m", ["x"], size="huge")
+
+
+def test_a_vocabulary_smaller_than_asked_is_explained(capsys):
+    from venus_utils.modeling.tokenizer import train_tokenizer
+
+    tok = train_tokenizer(["Kara Fenmartal was born in Shilo."] * 3, vocab_size=2048)
+    out = capsys.readouterr().out
+    assert len(tok) < 2048 and "not the 2048 asked for" in out and "max_token_length" in out

@@ -86,6 +86,12 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = 2048, max_token_leng
         special_tokens=[],
     )
     tok.train_from_iterator(_strip_added(texts), trainer=trainer)
+    learned = tok.get_vocab_size()
+    if learned < vocab_size:  # BPE stops when no pair is left to merge: say why the vocabulary is smaller
+        print(f"[tokenizer] learned {learned} entries, not the {vocab_size} asked for: the corpus has no more pieces of "
+              f"at most {max_token_length} characters seen at least {min_frequency} times. A larger world "
+              "(world_size, n_worlds) or a larger max_token_length gives more; the model's embedding is sized to "
+              "what was learned")
     for text, special in QWEN3_ADDED_TOKENS:  # one at a time: ids follow Qwen3's order; add_tokens keeps special=False
         token = AddedToken(text, special=special, normalized=False, lstrip=False, rstrip=False, single_word=False)
         (tok.add_special_tokens if special else tok.add_tokens)([token])
