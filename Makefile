@@ -23,7 +23,8 @@ help:
 	@echo "make test       run the test suite (default environment + the Unsloth CPU environment)"
 	@echo "make lab        open JupyterLab on notebooks/"
 	@echo "make gpu        build .venv from the GPU lock (CUDA torch, vLLM, Unsloth) on a GPU machine"
-	@echo "make bench      run the benchmark scripts"
+	@echo "make bench      run the benchmark scripts (a few minutes; BENCH_ARGS=--full for bench_sft's full size)"
+	@echo "make book       render an executed run (runs/PROFILE) as a static HTML site"
 
 # --- environments -----------------------------------------------------------------------------------------
 # Default CPU environment: the package with its pinned dependencies, constrained by the full lock.
@@ -87,8 +88,10 @@ test-unsloth: $(UVENV)/.stamp
 lab: $(ENV_STAMP)
 	$(VENV)/bin/jupyter lab notebooks/ $(if $(filter 0,$(shell id -u)),--allow-root)
 
+# A few minutes at the default sizes; `make bench BENCH_ARGS=--full` runs bench_sft at the profile's size (~25 min).
 bench: $(ENV_STAMP)
-	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(VENV)/bin/python $$b || exit 1; done
+	@for b in benchmarks/bench_*.py; do echo "== $$b"; case $$b in *bench_sft*) a="$(BENCH_ARGS)";; *) a="";; esac; \
+	  $(VENV)/bin/python $$b $$a || exit 1; done
 
 clean-runs:
 	rm -rf runs/

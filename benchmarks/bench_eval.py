@@ -1,7 +1,7 @@
 """Held-out evaluation speed: questions per second answered many at a time (batched generation) against one at a time.
 
-    .venv/bin/python benchmarks/bench_eval.py                       # a freshly built world and tiny model (~1 min)
-    .venv/bin/python benchmarks/bench_eval.py --run runs/cpu --questions 600   # a trained model of a run
+    .venv/bin/python benchmarks/bench_eval.py                       # a fresh world and untrained tiny model
+    .venv/bin/python benchmarks/bench_eval.py --run runs/cpu --questions 600 --max-turns 8 --max-new-tokens 128  # trained
 
 Both variants run :func:`venus_utils.eval.heldout.evaluate_model` with greedy decoding on the same questions, in this
 process, one after the other; the ratio is what batching across questions buys (the target: 600 questions within a
@@ -20,11 +20,11 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--run", default=None, help="a run folder with 00_setup/world and a model (default: build them)")
     p.add_argument("--model", default=None, help="model folder (default: the run's best model)")
-    p.add_argument("--questions", type=int, default=48)
-    p.add_argument("--single", type=int, default=12, help="questions answered one at a time (the baseline)")
+    p.add_argument("--questions", type=int, default=32)
+    p.add_argument("--single", type=int, default=6, help="questions answered one at a time (the baseline)")
     p.add_argument("--workers", type=int, default=32)
-    p.add_argument("--max-turns", type=int, default=8)
-    p.add_argument("--max-new-tokens", type=int, default=128)
+    p.add_argument("--max-turns", type=int, default=4, help="an untrained model uses them all: keep it small")
+    p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--style", default="compact", help="system prompt style the model was trained with")
     args = p.parse_args(argv)
 

@@ -1,6 +1,7 @@
 """SFT throughput: the recipe's batching + loss against naive padded training, side by side, same data.
 
-    python benchmarks/bench_sft.py [--model DIR] [--data train.parquet] [--steps 6] [--rounds 2]
+    python benchmarks/bench_sft.py [--model DIR] [--data train.parquet] [--steps 2] [--rounds 1]   # a few minutes
+    python benchmarks/bench_sft.py --full     # the profile's size: batch 16, 4 steps x 2 rounds (~25 min, ~7 GB)
 
 Every variant trains the same tiny model (a fresh copy) on the same trajectories, optimizer steps of
 ``--global-batch`` trajectories in micro-batches of ``--micro-batch``; the variants take turns (round-robin) so
@@ -152,13 +153,18 @@ def main(argv=None):
     p.add_argument("--size", default="tiny")
     p.add_argument("--data", help="SFT parquet (question, messages, gt); default: a freshly built world's trajectories")
     p.add_argument("--max-length", type=int, default=4096, help="the profile's max_length (the naive baseline pads to it)")
-    p.add_argument("--global-batch", type=int, default=16)
+    p.add_argument("--global-batch", type=int, default=None, help="trajectories per step (default 8; --full: 16)")
     p.add_argument("--micro-batch", type=int, default=8)
-    p.add_argument("--steps", type=int, default=4, help="optimizer steps per variant per round")
-    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--steps", type=int, default=None, help="optimizer steps per variant per round (default 2; --full: 4)")
+    p.add_argument("--rounds", type=int, default=None, help="rounds over the variants (default 1; --full: 2)")
+    p.add_argument("--full", action="store_true", help="the full size (the numbers in the README's history)")
     p.add_argument("--threads", type=int, default=int(os.environ.get("OMP_NUM_THREADS", "1")))
     p.add_argument("--json", help="also write the results here")
     args = p.parse_args(argv)
+    full = {"global_batch": 16, "steps": 4, "rounds": 2} if args.full else {"global_batch": 8, "steps": 2, "rounds": 1}
+    for key, value in full.items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
 
     import torch
     from transformers import AutoTokenizer
@@ -182,11 +188,13 @@ def main(argv=None):
 
         gc.collect()
         args_w = argparse.Namespace(**{**vars(args), "steps": 1})
+        print(f"[bench_sft] warm-up and peak memory: {v}", flush=True)
         with PeakRSS() as m:
             time_variant(v, args.model, tokenizer, rows, args_w, state)
         mem[v] = (m.peak_mb, m.extra_mb)
-    for _ in range(args.rounds):
+    for r in range(args.rounds):
         for v in VARIANTS:
+            print(f"[bench_sft] round {r + 1}/{args.rounds}: {v}, {args.steps} steps", flush=True)
             dt, real, total = time_variant(v, args.model, tokenizer, rows, args, state)
             acc[v][0] += dt
             acc[v][1] += real
