@@ -71,6 +71,9 @@ def main(model_dir: str, out_dir: str, checkpoint: str | None = None) -> None:
                   "moved": max((weights[k] - start[k]).abs().max().item() for k in start)}
         Path(out_dir, "result.json").write_text(json.dumps(result))
         torch.save({k: v.detach().clone() for k, v in weights.items()}, Path(out_dir, "weights.pt"))
+    trainer.accelerator.wait_for_everyone()
+    if torch.distributed.is_initialized():  # a clean gloo teardown: exiting with its threads alive can abort a rank
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":
