@@ -5,7 +5,6 @@
     result = train_sft(SFTConfig(...), "runs/cpu/00_setup/tiny_model", train.rows, "runs/cpu/03_sft_unsloth")
 """
 
-from .agent_eval import evaluate_as_agent, heldout_sample, summarize_rollouts
 from .batching import BATCHING_MODES, LOSS_WEIGHTINGS, Collator, LengthGroupedSampler, masked_lm_loss
 from .config import SFTConfig
 from .data import (
@@ -35,15 +34,12 @@ __all__ = [
     "conversation_segments",
     "examples_from_parquet",
     "launch_sft",
-    "evaluate_as_agent",
-    "heldout_sample",
     "export_model",
     "loss_mask_html",
     "masked_lm_loss",
     "prepare_engine",
     "read_sft_parquet",
     "resolve_engine",
-    "summarize_rollouts",
     "tokenize_conversation",
     "train_sft",
 ]

@@ -96,7 +96,7 @@ META_COLUMNS = ("hops", "template", "subworld")  # question columns carried into
 
 def diagnose_rollouts(records: list[dict[str, Any]], questions: "str | Path | Any | None" = None,
                       by: str = "hops") -> "tuple[Any, Any]":
-    """``(per_rollout, breakdown)`` DataFrames for agent records (``run_file`` / :func:`evaluate_as_agent` output).
+    """``(per_rollout, breakdown)`` DataFrames for agent records (``run_file`` / :func:`venus_utils.eval.heldout.evaluate_model` rollouts).
 
     ``per_rollout``: correct, answered, retrieved (any alias of the ground truth inside a tool response), first query
     taken from the question, tool calls, termination and, with ``questions`` (a world QA parquet, or a question table
