@@ -153,12 +153,9 @@ def evaluate_model(model_dir: str | Path, questions: pd.DataFrame, out_path: str
 def _reusable(path: Path, fingerprint: dict, judged_by: str, rows: int) -> pd.DataFrame | None:
     """The scored table at ``path`` if it was made with ``fingerprint`` (its rollouts' sidecar), is complete and was
     scored by the same judge; else None."""
-    import json
+    from .loaders import made_with
 
-    sidecar = path.with_suffix(".jsonl").with_name(path.with_suffix(".jsonl").name + ".params.json")
-    if not (path.exists() and sidecar.exists()):
-        return None
-    if read_json(sidecar) != json.loads(json.dumps(fingerprint, default=str)):
+    if not (path.exists() and made_with(path.with_suffix(".jsonl"), fingerprint)):
         return None
     done = load_scored(path)
     same_judge = "judge" in done and len(done) and done["judge"].iloc[0] == judged_by

@@ -301,6 +301,14 @@ def write_questions(qa: pd.DataFrame, path: str | Path) -> Path:
                               for r in qa.itertuples(index=False)))
 
 
+def made_with(path: str | Path, fingerprint: dict) -> bool:
+    """Whether the resumable predictions file ``path`` was made with ``fingerprint`` (its ``<name>.params.json``)."""
+    from ..io import read_json
+
+    sidecar = Path(path).with_name(Path(path).name + ".params.json")
+    return sidecar.exists() and read_json(sidecar) == json.loads(json.dumps(fingerprint, default=str))
+
+
 def fresh_predictions(path: str | Path, fingerprint: dict) -> bool:
     """Keep ``path`` (a resumable predictions file) only if it was made with the same ``fingerprint``.
 
@@ -308,14 +316,13 @@ def fresh_predictions(path: str | Path, fingerprint: dict) -> bool:
     different one removes the old predictions so that a rerun with new settings does not mix them in.
     Returns True when existing predictions will be resumed.
     """
-    from ..io import read_json, write_json
+    from ..io import write_json
 
     path = Path(path)
-    sidecar = path.with_name(path.name + ".params.json")
-    same = sidecar.exists() and read_json(sidecar) == json.loads(json.dumps(fingerprint, default=str))
+    same = made_with(path, fingerprint)
     if not same and path.exists():
         path.unlink()
-    write_json(sidecar, json.loads(json.dumps(fingerprint, default=str)))
+    write_json(path.with_name(path.name + ".params.json"), json.loads(json.dumps(fingerprint, default=str)))
     return same and path.exists()
 
 
