@@ -16,7 +16,7 @@ export TOKENIZERS_PARALLELISM := false
 export PYTHONUNBUFFERED := 1
 export UNSLOTH_DISABLE_STATS := 1
 
-.PHONY: help setup setup-unsloth browser pipeline book test test-core test-unsloth lab gpu bench clean-runs
+.PHONY: help setup setup-unsloth browser pipeline book test test-core test-unsloth lint format lab gpu bench clean-runs
 
 help:
 	@echo "make pipeline   run all notebooks on the offline default (PROFILE=smoke|cpu|paper|colab)"
@@ -78,8 +78,17 @@ browser:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
 	  echo "chromium is not installed: the web-demo browser tests will be skipped"
 
-test-core: $(ENV_STAMP) browser
+test-core: $(ENV_STAMP) browser lint
 	$(VENV)/bin/python -m pytest -m "not unsloth" $(PYTEST_ARGS)
+
+# One style for the tree ([tool.ruff] in pyproject.toml); `make format` applies it.
+lint: $(ENV_STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: $(ENV_STAMP)
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
 
 test-unsloth: $(UVENV)/.stamp
 	VENUS_UNSLOTH_ENV=1 $(UVENV)/bin/python -m pytest -m unsloth -p no:cacheprovider $(PYTEST_ARGS)

@@ -125,13 +125,22 @@ def baseline(input_dir: Path, out_dir: Path, current_date: str | None) -> dict:
         files = sorted(input_dir.glob("train-*.parquet"))
         for path in files:
             df = pd.read_parquet(path)
-            f = {"source_rows": len(df), "stage1_rows": 0, "stage2_rows": 0, "dropped": Counter(),
-                 "pruned_tool_turns_removed": 0, "pruned_tool_response_turns_removed": 0, "duplicate_tool_turns_removed": 0}
-            for i, row in enumerate(df.to_dict("records")):
+            f = {
+                "source_rows": len(df),
+                "stage1_rows": 0,
+                "stage2_rows": 0,
+                "dropped": Counter(),
+                "pruned_tool_turns_removed": 0,
+                "pruned_tool_response_turns_removed": 0,
+                "duplicate_tool_turns_removed": 0,
+            }
+            for _i, row in enumerate(df.to_dict("records")):
                 out = rules.clean_row(plain(row), opts)
                 if out.stage1 is not None:
                     f["stage1_rows"] += 1
-                    stage1.append({"question": out.question, "messages": out.stage1, "gt": out.gt})  # kept, as DR-Venus does
+                    stage1.append(
+                        {"question": out.question, "messages": out.stage1, "gt": out.gt}
+                    )  # kept, as DR-Venus does
                     pruned["turns"] += out.pruned_turns
                     pruned["responses"] += out.pruned_responses
                     pruned.update(f"tool:{n}" for n in out.pruned_names)
@@ -145,8 +154,14 @@ def baseline(input_dir: Path, out_dir: Path, current_date: str | None) -> dict:
                     continue
                 f["stage2_rows"] += 1
                 tools.update(out.tool_names)
-                stage2.append({"question": out.question, "messages": out.messages, "gt": out.gt,
-                               "_turns": rules.turns_of(out.messages)})
+                stage2.append(
+                    {
+                        "question": out.question,
+                        "messages": out.messages,
+                        "gt": out.gt,
+                        "_turns": rules.turns_of(out.messages),
+                    }
+                )
             f["dropped"] = dict(f["dropped"])
             per_file[path.name] = f
         policy = ResamplePolicy()
@@ -158,16 +173,26 @@ def baseline(input_dir: Path, out_dir: Path, current_date: str | None) -> dict:
         final["messages"] = final["messages"].apply(rules.deep_fix)
         out_dir.mkdir(parents=True, exist_ok=True)
         final[["question", "messages", "gt"]].to_parquet(out_dir / "cleaned_resampled.parquet", index=False)
-        stats = {"system_prompt_mode": "template", "allowed_tools": ["search", "visit"],
-                 "turn_formula": "(len(messages) - 1) / 2", "resample_policy": policy.as_dict(),
-                 "rows": {"source": sum(f["source_rows"] for f in per_file.values()),
-                          "stage1_normalized": sum(f["stage1_rows"] for f in per_file.values()),
-                          "stage2_valid": len(stage2), "final_resampled": len(final)},
-                 "pruned_tool_turns_removed": pruned["turns"], "pruned_tool_response_turns_removed": pruned["responses"],
-                 "pruned_tool_name_counts": {k[5:]: v for k, v in pruned.items() if k.startswith("tool:")},
-                 "duplicate_tool_turns_removed": duplicates, "drop_reasons": dict(dropped),
-                 "tools_after_cleaning": dict(tools), **bucket_stats([r["_turns"] for r in stage2], policy),
-                 "per_file": per_file}
+        stats = {
+            "system_prompt_mode": "template",
+            "allowed_tools": ["search", "visit"],
+            "turn_formula": "(len(messages) - 1) / 2",
+            "resample_policy": policy.as_dict(),
+            "rows": {
+                "source": sum(f["source_rows"] for f in per_file.values()),
+                "stage1_normalized": sum(f["stage1_rows"] for f in per_file.values()),
+                "stage2_valid": len(stage2),
+                "final_resampled": len(final),
+            },
+            "pruned_tool_turns_removed": pruned["turns"],
+            "pruned_tool_response_turns_removed": pruned["responses"],
+            "pruned_tool_name_counts": {k[5:]: v for k, v in pruned.items() if k.startswith("tool:")},
+            "duplicate_tool_turns_removed": duplicates,
+            "drop_reasons": dict(dropped),
+            "tools_after_cleaning": dict(tools),
+            **bucket_stats([r["_turns"] for r in stage2], policy),
+            "per_file": per_file,
+        }
         (out_dir / "stats.json").write_text(json.dumps(stats, ensure_ascii=False, indent=2), encoding="utf-8")
         return stats
     finally:
@@ -179,8 +204,17 @@ def _child(kind: str, raw: Path, out: Path, workers: int) -> None:
     if kind == "baseline":
         baseline(raw, out, "2026-03-01")
     else:
-        run_clean(CleanConfig(input=raw, output_dir=out, compat="strict" if kind == "strict" else "reference",
-                              current_date="2026-03-01", workers=workers, judge="offline", progress=False))
+        run_clean(
+            CleanConfig(
+                input=raw,
+                output_dir=out,
+                compat="strict" if kind == "strict" else "reference",
+                current_date="2026-03-01",
+                workers=workers,
+                judge="offline",
+                progress=False,
+            )
+        )
 
 
 def _measure(cmd: list[str]) -> tuple[float, float]:
@@ -200,7 +234,9 @@ def main(argv=None) -> int:
     p.add_argument("--workers", type=int, default=2, help="cleaner worker processes (default 2)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workdir", default=None, help="keep the data and outputs here (default: a temp folder)")
-    p.add_argument("--reference-script", default=None, help="a local copy of DR-Venus's prepare_trajectories.py to time too")
+    p.add_argument(
+        "--reference-script", default=None, help="a local copy of DR-Venus's prepare_trajectories.py to time too"
+    )
     p.add_argument("--strict", action="store_true", help="also time the cleaner in strict mode (offline judge)")
     p.add_argument("--child", nargs=3, metavar=("KIND", "RAW", "OUT"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -216,14 +252,28 @@ def main(argv=None) -> int:
         synthetic.write_raw_shards(raw, args.rows, seed=args.seed, rows_per_file=500, row_group_rows=50)
     n_rows = sum(__import__("pyarrow.parquet").parquet.ParquetFile(f).metadata.num_rows for f in raw.glob("*.parquet"))
     size_mb = sum(f.stat().st_size for f in raw.glob("*.parquet")) / 2**20
-    print(f"synthetic raw set: {n_rows} trajectories, {size_mb:.0f} MB parquet ({time.perf_counter() - t0:.1f}s) in {raw}")
+    print(
+        f"synthetic raw set: {n_rows} trajectories, {size_mb:.0f} MB parquet "
+        f"({time.perf_counter() - t0:.1f}s) in {raw}"
+    )
 
     me = [sys.executable, str(Path(__file__).resolve()), "--workers", str(args.workers), "--child"]
-    results = {"baseline (1 process)": _measure(me + ["baseline", str(raw), str(work / "baseline")]),
-               f"cleaner ({args.workers} workers)": _measure(me + ["reference", str(raw), str(work / "cleaner")])}
+    results = {
+        "baseline (1 process)": _measure(me + ["baseline", str(raw), str(work / "baseline")]),
+        f"cleaner ({args.workers} workers)": _measure(me + ["reference", str(raw), str(work / "cleaner")]),
+    }
     diffs = diff_outputs(work / "baseline", work / "cleaner")
     if args.reference_script:
-        cmd = [sys.executable, args.reference_script, "-i", str(raw), "-o", str(work / "dr_venus"), "--current-date", "2026-03-01"]
+        cmd = [
+            sys.executable,
+            args.reference_script,
+            "-i",
+            str(raw),
+            "-o",
+            str(work / "dr_venus"),
+            "--current-date",
+            "2026-03-01",
+        ]
         results["DR-Venus script"] = _measure(cmd)
         ref_diffs = diff_outputs(work / "dr_venus", work / "cleaner")
         print(f"cleaner vs DR-Venus script: {'identical' if not ref_diffs else ref_diffs}")
@@ -234,7 +284,9 @@ def main(argv=None) -> int:
     print(f"\n{'run (fresh process each)':<32}{'seconds':>10}{'traj/s':>10}{'vs baseline':>13}{'peak MB':>10}")
     for name, (secs, peak) in results.items():
         print(f"{name:<32}{secs:>10.1f}{n_rows / secs:>10.1f}{base / secs:>12.2f}x{peak:>10.0f}")
-    print(f"\noutputs identical (rows, message texts, stats counts): {'yes' if not diffs else 'NO: ' + '; '.join(diffs)}")
+    print(
+        f"\noutputs identical (rows, message texts, stats counts): {'yes' if not diffs else 'NO: ' + '; '.join(diffs)}"
+    )
     print(f"load average after: {os.getloadavg()}")
     return 0 if not diffs else 1
 

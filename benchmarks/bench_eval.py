@@ -1,7 +1,9 @@
 """Held-out evaluation speed: questions per second answered many at a time (batched generation) against one at a time.
 
-    .venv/bin/python benchmarks/bench_eval.py                       # a fresh world and untrained tiny model
-    .venv/bin/python benchmarks/bench_eval.py --run runs/cpu --questions 600 --max-turns 8 --max-new-tokens 128  # trained
+    # a fresh world and untrained tiny model
+    .venv/bin/python benchmarks/bench_eval.py
+    # trained (a run's model)
+    .venv/bin/python benchmarks/bench_eval.py --run runs/cpu --questions 600 --max-turns 8 --max-new-tokens 128
 
 Both variants run :func:`venus_utils.eval.heldout.evaluate_model` with greedy decoding on the same questions, in this
 process, one after the other; the ratio is what batching across questions buys (the target: 600 questions within a
@@ -30,7 +32,7 @@ def main(argv=None) -> int:
 
     from venus_utils.eval.heldout import EvalSettings, draw_heldout, evaluate_model
     from venus_utils.eval.judge import Judge
-    from venus_utils.eval.loaders import best_model
+    from venus_utils.stage import best_model
 
     tmp = Path(tempfile.mkdtemp(prefix="bench_eval_"))
     if args.run:
@@ -48,17 +50,25 @@ def main(argv=None) -> int:
     print(f"model {model}; {len(qa)} questions; max {args.max_turns} turns x {args.max_new_tokens} tokens")
     results = {}
     for label, workers, n in (("one at a time", 1, min(args.single, len(qa))), ("batched", args.workers, len(qa))):
-        settings = EvalSettings(max_turns=args.max_turns, max_new_tokens=args.max_new_tokens,
-                                system_prompt_style=args.style, workers=workers)
+        settings = EvalSettings(
+            max_turns=args.max_turns,
+            max_new_tokens=args.max_new_tokens,
+            system_prompt_style=args.style,
+            workers=workers,
+        )
         t0 = time.perf_counter()
         scored = evaluate_model(model, qa.head(n), tmp / f"{workers}.parquet", settings, world_dir=world, judge=judge)
         seconds = time.perf_counter() - t0
         results[label] = n / seconds
-        print(f"{label:>14}: {n} questions in {seconds:.1f} s = {n / seconds:.2f} questions/s "
-              f"(accuracy {scored['correct'].mean():.3f}, {scored['turns'].mean():.1f} turns)")
+        print(
+            f"{label:>14}: {n} questions in {seconds:.1f} s = {n / seconds:.2f} questions/s "
+            f"(accuracy {scored['correct'].mean():.3f}, {scored['turns'].mean():.1f} turns)"
+        )
     ratio = results["batched"] / results["one at a time"]
-    print(f"speed-up batched / one at a time: {ratio:.1f}x; 600 questions would take "
-          f"{600 / results['batched'] / 60:.1f} min batched")
+    print(
+        f"speed-up batched / one at a time: {ratio:.1f}x; 600 questions would take "
+        f"{600 / results['batched'] / 60:.1f} min batched"
+    )
     return 0
 
 

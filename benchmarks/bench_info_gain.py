@@ -1,4 +1,8 @@
-"""Information gain: KV-cache method vs naive per-boundary recomputation, side by side (spec §1.3).
+"""Information gain: KV-cache method vs naive per-boundary recomputation, side by side.
+
+``venus_utils.rl.info_gain.boundary_values_kv`` (DR-Venus's ``compute_ig_with_kv_cache``: one forward over the
+trajectory, then the cache cropped at each boundary and only the pseudo answer fed) against
+``boundary_values_naive`` (one full forward over context + pseudo answer per boundary).
 
 A trajectory of >= 20 turns (DR-Venus-format search/visit turns with tool responses) is scored at every turn
 boundary by the tiny Qwen3 with both methods; the script prints both wall times, the speed-up (target >= 5x)
@@ -20,14 +24,18 @@ def synthetic_messages(turns: int, seed: int = 0) -> list[dict]:
 
     rng = random.Random(seed)
     words = "river county village report health statistics program year river medway kent michigan".split()
-    messages = [{"role": "system", "content": protocol.system_prompt(protocol.DEFAULT_DATE)},
-                {"role": "user", "content": "Which year were both reports published?"}]
+    messages = [
+        {"role": "system", "content": protocol.system_prompt(protocol.DEFAULT_DATE)},
+        {"role": "user", "content": "Which year were both reports published?"},
+    ]
     for t in range(turns - 1):
         text = " ".join(rng.choice(words) for _ in range(40))
         if t % 2 == 0:
             call = protocol.tool_turn(f"Search step {t}: {text[:120]}", "search", {"query": [text[:40]]})
         else:
-            call = protocol.tool_turn(f"Visit step {t}: {text[:120]}", "visit", {"url": [f"https://w.local/{t}"], "goal": "year"})
+            call = protocol.tool_turn(
+                f"Visit step {t}: {text[:120]}", "visit", {"url": [f"https://w.local/{t}"], "goal": "year"}
+            )
         messages.append({"role": "assistant", "content": call})
         messages.append({"role": "user", "content": protocol.wrap_tool_response(f"Result {t}: {text}")})
     messages.append({"role": "assistant", "content": protocol.answer_turn("Both are from 2019.", "2019")})
@@ -55,8 +63,11 @@ def main() -> None:
     ep = episode_from_messages(tokenizer, synthetic_messages(args.turns), "2019")
     pseudo = pseudo_answer(tokenizer, "2019")
     ids, bounds = ep.input_ids, ep.boundaries
-    print(f"trajectory: {len(ids)} tokens, {len(bounds)} turn boundaries, model {args.size} "
-          f"({sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters), torch threads {torch.get_num_threads()}")
+    print(
+        f"trajectory: {len(ids)} tokens, {len(bounds)} turn boundaries, model {args.size} "
+        f"({sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters), "
+        f"torch threads {torch.get_num_threads()}"
+    )
 
     def timed(fn):
         best, out = float("inf"), None

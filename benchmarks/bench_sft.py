@@ -91,7 +91,9 @@ def step_fn(variant, model, tokenizer, args):
         else:
             loss = masked_lm_loss(model, batch, "sequence_mean")[0] / accum
         loss.backward()
-        return int(batch["attention_mask"].sum()) if "attention_mask" in batch else int(batch["input_ids"].numel()), int(batch["input_ids"].numel())
+        return int(batch["attention_mask"].sum()) if "attention_mask" in batch else int(
+            batch["input_ids"].numel()
+        ), int(batch["input_ids"].numel())
 
     return run
 
@@ -151,11 +153,17 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", help="model folder (default: build a tiny one in a temporary folder)")
     p.add_argument("--size", default="tiny")
-    p.add_argument("--data", help="SFT parquet (question, messages, gt); default: a freshly built world's trajectories")
-    p.add_argument("--max-length", type=int, default=4096, help="the profile's max_length (the naive baseline pads to it)")
+    p.add_argument(
+        "--data", help="SFT parquet (question, messages, gt); default: a freshly built world's trajectories"
+    )
+    p.add_argument(
+        "--max-length", type=int, default=4096, help="the profile's max_length (the naive baseline pads to it)"
+    )
     p.add_argument("--global-batch", type=int, default=None, help="trajectories per step (default 8; --full: 16)")
     p.add_argument("--micro-batch", type=int, default=8)
-    p.add_argument("--steps", type=int, default=None, help="optimizer steps per variant per round (default 2; --full: 4)")
+    p.add_argument(
+        "--steps", type=int, default=None, help="optimizer steps per variant per round (default 2; --full: 4)"
+    )
     p.add_argument("--rounds", type=int, default=None, help="rounds over the variants (default 1; --full: 2)")
     p.add_argument("--full", action="store_true", help="the full size (the numbers in the README's history)")
     p.add_argument("--threads", type=int, default=int(os.environ.get("OMP_NUM_THREADS", "1")))
@@ -178,8 +186,12 @@ def main(argv=None):
     tokenizer = AutoTokenizer.from_pretrained(args.model)
     rows = load_rows(args, tokenizer)
     lengths = [r["length"] for r in rows]
-    print(f"data: {len(rows)} trajectories, mean {sum(lengths) / len(lengths):.0f} tokens (min {min(lengths)}, max {max(lengths)}), "
-          f"trained-token share {sum(r['n_loss'] for r in rows) / sum(lengths):.3f}; model {args.model}; {args.threads} thread(s)")
+    print(
+        f"data: {len(rows)} trajectories, mean {sum(lengths) / len(lengths):.0f} tokens "
+        f"(min {min(lengths)}, max {max(lengths)}), "
+        f"trained-token share {sum(r['n_loss'] for r in rows) / sum(lengths):.3f}; "
+        f"model {args.model}; {args.threads} thread(s)"
+    )
     state: dict = {}
     acc = {v: [0.0, 0, 0] for v in VARIANTS}
     mem = {}
@@ -204,14 +216,24 @@ def main(argv=None):
     print(f"\n{'variant':<18}{'tokens/s':>10}{'vs naive':>10}{'padding':>9}{'peak MB':>9}{'+MB':>7}")
     for v in VARIANTS:
         dt, real, total = acc[v]
-        results[v] = {"tokens_per_s": round(real / dt, 1), "ratio_vs_naive_max_length": round(real / dt / base, 2),
-                      "padding_share": round(1 - real / total, 3), "peak_rss_mb": mem[v][0], "step_extra_rss_mb": mem[v][1]}
+        results[v] = {
+            "tokens_per_s": round(real / dt, 1),
+            "ratio_vs_naive_max_length": round(real / dt / base, 2),
+            "padding_share": round(1 - real / total, 3),
+            "peak_rss_mb": mem[v][0],
+            "step_extra_rss_mb": mem[v][1],
+        }
         r = results[v]
-        print(f"{v:<18}{r['tokens_per_s']:>10.0f}{r['ratio_vs_naive_max_length']:>9.2f}x{r['padding_share']:>9.1%}"
-              f"{mem[v][0]:>9.0f}{mem[v][1]:>7.0f}")
+        print(
+            f"{v:<18}{r['tokens_per_s']:>10.0f}{r['ratio_vs_naive_max_length']:>9.2f}x{r['padding_share']:>9.1%}"
+            f"{mem[v][0]:>9.0f}{mem[v][1]:>7.0f}"
+        )
     chosen = results["grouped"]["ratio_vs_naive_max_length"]
-    print(f"\nchosen path (grouped) = {chosen:.2f}x the naive padded baseline (target >= 1.5x): {'OK' if chosen >= 1.5 else 'BELOW TARGET'}; "
-          f"vs pad-to-longest: {results['grouped']['tokens_per_s'] / results['naive_padded']['tokens_per_s']:.2f}x")
+    print(
+        f"\nchosen path (grouped) = {chosen:.2f}x the naive padded baseline (target >= 1.5x): "
+        f"{'OK' if chosen >= 1.5 else 'BELOW TARGET'}; "
+        f"vs pad-to-longest: {results['grouped']['tokens_per_s'] / results['naive_padded']['tokens_per_s']:.2f}x"
+    )
     if args.json:
         Path(args.json).write_text(json.dumps({"args": vars(args), "results": results}, indent=2), encoding="utf-8")
     return results

@@ -52,7 +52,8 @@ def bench_bm25(n_queries: int = 400) -> dict:
 
     from venus_utils.tools import LocalSearch
     from venus_utils.tools.common import words
-    from venus_utils.world import build_world, load_pages
+    from venus_utils.world import build_world
+    from venus_utils.world_store import load_pages
 
     with tempfile.TemporaryDirectory() as tmp:
         build_world(tmp, seed=0, size="medium", progress=False)
@@ -70,19 +71,31 @@ def bench_bm25(n_queries: int = 400) -> dict:
         t0 = time.perf_counter()
         search._bm25.get_scores(tokens)
         raw.append(time.perf_counter() - t0)
-    return {"pages": len(pages), "queries": len(queries), "median_ms": 1000 * statistics.median(times),
-            "p95_ms": 1000 * float(np.percentile(times, 95)), "raw_scoring_median_ms": 1000 * statistics.median(raw)}
+    return {
+        "pages": len(pages),
+        "queries": len(queries),
+        "median_ms": 1000 * statistics.median(times),
+        "p95_ms": 1000 * float(np.percentile(times, 95)),
+        "raw_scoring_median_ms": 1000 * statistics.median(raw),
+    }
 
 
 def main() -> None:
     c = bench_concurrency()
-    print(f"web search, 200 ms server latency: one query {c['one_query_s'] * 1000:.0f} ms | eight concurrent "
-          f"{c['eight_concurrent_s'] * 1000:.0f} ms | eight sequential {c['eight_sequential_s'] * 1000:.0f} ms")
-    print(f"  ratio eight-concurrent / one = {c['ratio']:.2f}x (target <= 1.5x); "
-          f"sequential / concurrent = {c['eight_sequential_s'] / c['eight_concurrent_s']:.1f}x")
+    print(
+        f"web search, 200 ms server latency: one query {c['one_query_s'] * 1000:.0f} ms | eight concurrent "
+        f"{c['eight_concurrent_s'] * 1000:.0f} ms | eight sequential {c['eight_sequential_s'] * 1000:.0f} ms"
+    )
+    print(
+        f"  ratio eight-concurrent / one = {c['ratio']:.2f}x (target <= 1.5x); "
+        f"sequential / concurrent = {c['eight_sequential_s'] / c['eight_concurrent_s']:.1f}x"
+    )
     b = bench_bm25()
-    print(f"BM25 over the medium world ({b['pages']} pages, {b['queries']} distinct queries): median "
-          f"{b['median_ms']:.2f} ms/query, p95 {b['p95_ms']:.2f} ms (bm25s scoring alone {b['raw_scoring_median_ms']:.2f} ms)")
+    print(
+        f"BM25 over the medium world ({b['pages']} pages, {b['queries']} distinct queries): median "
+        f"{b['median_ms']:.2f} ms/query, p95 {b['p95_ms']:.2f} ms "
+        f"(bm25s scoring alone {b['raw_scoring_median_ms']:.2f} ms)"
+    )
     print(f"  ratio median / 5 ms target = {b['median_ms'] / 5:.2f}x (target < 1)")
 
 

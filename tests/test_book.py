@@ -51,8 +51,10 @@ STAGES = {
         new_markdown_cell("# 00 · Alpha: a plot and a table\n\nNext comes [the beta stage](01_beta.ipynb)."),
         "PARAMS",
         new_code_cell(START.format(name="00_alpha") + PLOT_AND_TABLE),
-        new_code_cell('stage.finish(rows_train=1196, accuracy=0.8125, drop_reasons={"incorrect_answer": 54}, '
-                      'world={"counts": {"questions": {"train": 927}}}, tags=["a", "b"])'),
+        new_code_cell(
+            'stage.finish(rows_train=1196, accuracy=0.8125, drop_reasons={"incorrect_answer": 54}, '
+            'world={"counts": {"questions": {"train": 927}}}, tags=["a", "b"])'
+        ),
     ],
     "01_beta": [
         new_markdown_cell("# 01 · Beta: no figure"),
@@ -162,9 +164,15 @@ def test_figures_and_tables_are_embedded(rendered):
 def test_index_has_key_figures(rendered):
     _, pages, _ = rendered
     index = html.unescape(pages["index.html"])
-    for key, value in [("rows_train", "1196"), ("accuracy", "0.8125"), ("drop_reasons.incorrect_answer", "54"),
-                       ("world.counts.questions.train", "927"), ("tags", "a, b"), ("rows", "42"),
-                       ("engine", "offline")]:
+    for key, value in [
+        ("rows_train", "1196"),
+        ("accuracy", "0.8125"),
+        ("drop_reasons.incorrect_answer", "54"),
+        ("world.counts.questions.train", "927"),
+        ("tags", "a, b"),
+        ("rows", "42"),
+        ("engine", "offline"),
+    ]:
         assert re.search(rf'<td class="key">{re.escape(key)}</td><td>{re.escape(value)}</td>', index), key
     assert "03_delta" in index and "not run" in index
     assert re.search(r"02_gamma\.html.*?failed", index, re.S)
@@ -237,25 +245,50 @@ def test_cli_prints_the_index(fake_run, tmp_path, capsys):
 
 def test_key_figures_flatten_scalars_only():
     machine = {f"k{i}": i for i in range(book.MAX_SHOWN + 1)}
-    main, more = book.key_figures({"stage": "x", "profile": "p", "elapsed_s": 1.0, "n": 3, "ok": True, "none": None,
-                                   "d": {"a": 1, "b": {"c": 2.5}}, "rows": [{"q": 1}], "empty": [],
-                                   "machine": machine})
+    main, more = book.key_figures(
+        {
+            "stage": "x",
+            "profile": "p",
+            "elapsed_s": 1.0,
+            "n": 3,
+            "ok": True,
+            "none": None,
+            "d": {"a": 1, "b": {"c": 2.5}},
+            "rows": [{"q": 1}],
+            "empty": [],
+            "machine": machine,
+        }
+    )
     assert main == [("n", "3"), ("ok", "true"), ("none", "—"), ("d.a", "1"), ("empty", "(none)"), ("elapsed_s", "1.0")]
     assert more == [("d.b.c", "2.5")] + [(f"machine.{k}", str(v)) for k, v in machine.items()]
 
 
-@pytest.mark.parametrize("text", [
-    "sk-proj-abcdefghijklmnop1234", "hf_" + "a1" * 18, "SERPER_KEY_ID=0123456789abcdef0123",
-    '"OPENAI_API_KEY": "abcdefghijklmnopqrstu"', "-----BEGIN RSA PRIVATE KEY-----", "AKIAABCDEFGHIJKLMNOP",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "sk-proj-abcdefghijklmnop1234",
+        "hf_" + "a1" * 18,
+        "SERPER_KEY_ID=0123456789abcdef0123",
+        '"OPENAI_API_KEY": "abcdefghijklmnopqrstu"',
+        "-----BEGIN RSA PRIVATE KEY-----",
+        "AKIAABCDEFGHIJKLMNOP",
+    ],
+)
 def test_key_patterns(text):
     assert book.find_keys(f"before {text} after")
 
 
-@pytest.mark.parametrize("text", [
-    "-webkit-mask-image: none", "api_key = None", "JUDGE_API_KEY / JUDGE_MODEL", "task-0123456789abcdefghij",
-    "hf_logging.disable_progress_bar()", "tokens_per_step = 12345678901234567890",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "-webkit-mask-image: none",
+        "api_key = None",
+        "JUDGE_API_KEY / JUDGE_MODEL",
+        "task-0123456789abcdefghij",
+        "hf_logging.disable_progress_bar()",
+        "tokens_per_step = 12345678901234567890",
+    ],
+)
 def test_key_patterns_spare_ordinary_text(text):
     assert not book.find_keys(text)
 

@@ -1,11 +1,18 @@
-"""Checkpoint bookkeeping shared by the SFT and RL stages (the trainers themselves are tested in tests/sft and tests/rl)."""
+"""Checkpoint bookkeeping shared by the SFT and RL stages (the trainers themselves are tested in tests/sft and
+tests/rl)."""
 
 import json
 
 import pytest
 
-from venus_utils.checkpoints import (checkpoints, discard_incomplete, guard_resume, is_complete, mark_finished,
-                                     resume_point)
+from venus_utils.checkpoints import (
+    checkpoints,
+    discard_incomplete,
+    guard_resume,
+    is_complete,
+    mark_finished,
+    resume_point,
+)
 
 
 def _checkpoint(folder, step, complete=True):

@@ -73,7 +73,6 @@ def test_describe_machine_and_profile_suggestion():
 
 @pytest.mark.parametrize("umask", [0o022, 0o027, 0o002])
 def test_atomic_writes_get_the_mode_the_umask_gives(tmp_path, umask):
-    import os
 
     from venus_utils.io import atomic_dir, atomic_write
 

@@ -7,8 +7,8 @@ import re
 import nbformat
 import pytest
 
-from venus_utils.config import discover_notebooks, load_profile, notebook_defaults, notebook_params
-from venus_utils.paths import NOTEBOOKS_DIR, PARAMS_DIR
+from venus_utils.paths import PARAMS_DIR
+from venus_utils.profiles import discover_notebooks, load_profile, notebook_defaults, notebook_params
 
 NOTEBOOKS = discover_notebooks()
 PROFILES = sorted(PARAMS_DIR.glob("*.yaml"))

@@ -12,8 +12,8 @@ import math
 import pytest
 
 from venus_utils.paths import PARAMS_DIR
-from venus_utils.config import discover_notebooks
 from venus_utils.pipeline import run_pipeline
+from venus_utils.profiles import discover_notebooks
 
 pytestmark = pytest.mark.slow
 

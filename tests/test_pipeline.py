@@ -10,8 +10,8 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
-from venus_utils.config import ConfigError
 from venus_utils.pipeline import StageFailed, run_pipeline
+from venus_utils.profiles import ConfigError
 
 PARAMS = 'run_dir = "runs/x"\nstage_dir = None\nprofile = "x"\nseed = 0\nvalue = 1\n'
 
@@ -63,7 +63,10 @@ def test_resume_skips_up_to_date_and_reruns_changed(project):
     tmp_path, nbs, params = project
     out = tmp_path / "runs"
     run_pipeline(params, out, notebooks_dir=nbs, progress=False)
-    assert [r.status for r in run_pipeline(params, out, resume=True, notebooks_dir=nbs, progress=False)] == ["skipped", "skipped"]
+    assert [r.status for r in run_pipeline(params, out, resume=True, notebooks_dir=nbs, progress=False)] == [
+        "skipped",
+        "skipped",
+    ]
     # a changed parameter of the first stage re-runs it, and the second stage (its input changed) too
     time.sleep(0.05)
     params.write_text("profile: t\nseed: 11\n00_first:\n  value: 8\n")
@@ -79,7 +82,9 @@ def test_resume_reruns_when_notebook_is_newer(project):
     run_pipeline(params, out, only="00", notebooks_dir=nbs, progress=False)
     later = time.time() + 5
     os.utime(nbs / "00_first.ipynb", (later, later))
-    assert [r.status for r in run_pipeline(params, out, only="00", resume=True, notebooks_dir=nbs, progress=False)] == ["ran"]
+    assert [
+        r.status for r in run_pipeline(params, out, only="00", resume=True, notebooks_dir=nbs, progress=False)
+    ] == ["ran"]
 
 
 def test_failure_names_notebook_and_cell(project):
@@ -112,11 +117,14 @@ def test_config_errors_before_running(project):
         run_pipeline(params, tmp_path / "runs", only="05", notebooks_dir=nbs, progress=False)
 
 
-@pytest.mark.parametrize("profile, message", [
-    ("seeed: 5\n", "shared key 'seeed' is not a parameter of any notebook (did you mean 'seed'?)"),
-    ("00_first:\n  value: ten\n", "'value' must be int like its default 1, got str 'ten'"),
-    ("seed: 1.5\n", "'seed' must be int"),
-])
+@pytest.mark.parametrize(
+    "profile, message",
+    [
+        ("seeed: 5\n", "shared key 'seeed' is not a parameter of any notebook (did you mean 'seed'?)"),
+        ("00_first:\n  value: ten\n", "'value' must be int like its default 1, got str 'ten'"),
+        ("seed: 1.5\n", "'seed' must be int"),
+    ],
+)
 def test_bad_values_are_refused_before_any_kernel_starts(project, profile, message):
     tmp_path, nbs, params = project
     params.write_text(profile)
@@ -139,7 +147,7 @@ def test_only_warns_about_later_stages_left_stale(project, capsys):
 
 
 def test_copies_of_stage_notebooks_are_not_stages(project):
-    from venus_utils.config import discover_notebooks
+    from venus_utils.profiles import discover_notebooks
 
     tmp_path, nbs, params = project
     for stray in ("00_first.nbconvert.ipynb", "00_first-Copy1.ipynb", ".01_second.ipynb"):

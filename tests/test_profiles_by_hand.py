@@ -10,8 +10,15 @@ import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
 from venus_utils import paths
-from venus_utils.config import (PIPELINE_ONLY, ConfigError, apply_profile, load_profile, notebook_defaults,
-                                notebook_params, run_by_papermill)
+from venus_utils.profiles import (
+    PIPELINE_ONLY,
+    ConfigError,
+    apply_profile,
+    load_profile,
+    notebook_defaults,
+    notebook_params,
+    run_by_papermill,
+)
 from venus_utils.stage import Stage, resolve_run_dir
 
 NOTEBOOKS = {nb.stem: nb for nb in sorted(paths.NOTEBOOKS_DIR.glob("[0-9][0-9]_*.ipynb"))}
@@ -85,11 +92,15 @@ def test_profile_errors_name_the_key(tmp_path):
         apply_profile(hand_namespace("03_sft_unsloth", "badtype"), "03_sft_unsloth", params_dir=tmp_path)
 
 
-PARAMS_CELL = ('# Parameters (Papermill overrides these from params/<profile>.yaml)\n'
-               'run_dir = "runs/interactive"\nstage_dir = None\nprofile = "interactive"\nseed = 0\nvalue = 1\n')
-APPLY_CELL = ("import json\nfrom venus_utils.config import apply_profile\n"
-              "apply_profile(globals(), '00_demo', params_dir={params_dir!r})\n"
-              "print('RESULT', json.dumps({{'run_dir': run_dir, 'profile': profile, 'seed': seed, 'value': value}}))")
+PARAMS_CELL = (
+    "# Parameters (Papermill overrides these from params/<profile>.yaml)\n"
+    'run_dir = "runs/interactive"\nstage_dir = None\nprofile = "interactive"\nseed = 0\nvalue = 1\n'
+)
+APPLY_CELL = (
+    "import json\nfrom venus_utils.profiles import apply_profile\n"
+    "apply_profile(globals(), '00_demo', params_dir={params_dir!r})\n"
+    "print('RESULT', json.dumps({{'run_dir': run_dir, 'profile': profile, 'seed': seed, 'value': value}}))"
+)
 
 
 def _result(nb) -> dict:
@@ -111,10 +122,20 @@ def test_under_papermill_and_nbclient(tmp_path):
     nbformat.write(nb, src)
 
     out = tmp_path / "out.ipynb"
-    papermill.execute_notebook(str(src), str(out), parameters={"profile": "mine", "seed": 3}, progress_bar=False,
-                               kernel_name="python3", cwd=str(tmp_path))
-    assert _result(nbformat.read(out, as_version=4)) == {"run_dir": "runs/interactive", "profile": "mine", "seed": 3,
-                                                         "value": 1}
+    papermill.execute_notebook(
+        str(src),
+        str(out),
+        parameters={"profile": "mine", "seed": 3},
+        progress_bar=False,
+        kernel_name="python3",
+        cwd=str(tmp_path),
+    )
+    assert _result(nbformat.read(out, as_version=4)) == {
+        "run_dir": "runs/interactive",
+        "profile": "mine",
+        "seed": 3,
+        "value": 1,
+    }
 
     nb.cells[0].source = PARAMS_CELL.replace('profile = "interactive"', 'profile = "mine"')
     NotebookClient(nb, kernel_name="python3", timeout=120, resources={"metadata": {"path": str(tmp_path)}}).execute()

@@ -19,7 +19,7 @@ def test_search_json_is_byte_identical_to_sft_examples(dr_venus_dir):
     checked = 0
     for ex in _examples(dr_venus_dir / "sft_examples"):
         for m in ex["messages"]:
-            body = m["content"][len("<tool_response>\n"):-len("\n</tool_response>")] if m["role"] == "user" else ""
+            body = m["content"][len("<tool_response>\n") : -len("\n</tool_response>")] if m["role"] == "user" else ""
             if body.startswith('[{"query"'):
                 blocks = json.loads(body)
                 if all(b["web_page_info_list"] for b in blocks):
@@ -29,12 +29,18 @@ def test_search_json_is_byte_identical_to_sft_examples(dr_venus_dir):
 
 
 def test_visit_text_is_byte_identical_to_examples(dr_venus_dir):
-    rx = re.compile(r"^The useful information in (.*?) for user goal (.*) as follows: \n\n(?:Evidence in page: \n(.*?)\n\n)?Summary: \n(.*)$", re.S)
+    rx = re.compile(
+        r"^The useful information in (.*?) for user goal (.*) as follows: \n\n"
+        r"(?:Evidence in page: \n(.*?)\n\n)?Summary: \n(.*)$",
+        re.S,
+    )
     checked = 0
     for folder in ("sft_examples", "rl_rollouts"):
         for ex in _examples(dr_venus_dir / folder):
             for m in ex["messages"]:
-                body = m["content"][len("<tool_response>\n"):-len("\n</tool_response>")] if m["role"] == "user" else ""
+                body = (
+                    m["content"][len("<tool_response>\n") : -len("\n</tool_response>")] if m["role"] == "user" else ""
+                )
                 match = rx.match(body)
                 if match and "\n=======\n" not in body:
                     url, goal, evidence, summary = match.groups()
@@ -46,8 +52,15 @@ def test_visit_text_is_byte_identical_to_examples(dr_venus_dir):
 
 
 def test_search_json_keeps_failed_queries():
-    out = json.loads(p.search_results_json([("a", [{"title": "t", "url": "u", "snippet": "s"}]), ("b", []),
-                                             {"query": "c", "hits": [], "message": "Google search failed"}]))
+    out = json.loads(
+        p.search_results_json(
+            [
+                ("a", [{"title": "t", "url": "u", "snippet": "s"}]),
+                ("b", []),
+                {"query": "c", "hits": [], "message": "Google search failed"},
+            ]
+        )
+    )
     assert out[1] == {"query": "b", "web_page_info_list": [], "message": p.no_results_text("b")}
     assert out[2]["message"] == "Google search failed"
 
@@ -55,17 +68,21 @@ def test_search_json_keeps_failed_queries():
 def test_visit_failed_frame():
     assert p.visit_failed_text("u", "g") == (
         "The useful information in u for user goal g as follows: \n\nEvidence in page: \n"
-        f"{p.VISIT_FAILED_EVIDENCE}\n\nSummary: \n{p.VISIT_FAILED_SUMMARY}")
+        f"{p.VISIT_FAILED_EVIDENCE}\n\nSummary: \n{p.VISIT_FAILED_SUMMARY}"
+    )
     assert "Evidence" not in p.visit_failed_text("u", "g", with_evidence=False)
 
 
-@pytest.mark.parametrize("text, repaired", [
-    ("<think>\nr\n</think>\n<answer>a</answer><tool_response>fake", "<think>\nr\n</think>\n<answer>a</answer>"),
-    ("<think>\nreasoning <tool_call>{}</tool_call>", "<think>\nreasoning \n</think>\n<tool_call>{}</tool_call>"),
-    ("<think>\nreasoning only", "<think>\nreasoning only\n</think>"),
-    ("reasoning\n</think>\n<answer>x</answer>", "<think>\nreasoning\n</think>\n<answer>x</answer>"),
-    ("<think>\nr\n</think>\n<answer>x</answer>", "<think>\nr\n</think>\n<answer>x</answer>"),
-])
+@pytest.mark.parametrize(
+    "text, repaired",
+    [
+        ("<think>\nr\n</think>\n<answer>a</answer><tool_response>fake", "<think>\nr\n</think>\n<answer>a</answer>"),
+        ("<think>\nreasoning <tool_call>{}</tool_call>", "<think>\nreasoning \n</think>\n<tool_call>{}</tool_call>"),
+        ("<think>\nreasoning only", "<think>\nreasoning only\n</think>"),
+        ("reasoning\n</think>\n<answer>x</answer>", "<think>\nreasoning\n</think>\n<answer>x</answer>"),
+        ("<think>\nr\n</think>\n<answer>x</answer>", "<think>\nr\n</think>\n<answer>x</answer>"),
+    ],
+)
 def test_repair_tags(text, repaired):
     assert p.repair_tags(text) == repaired
 

@@ -22,13 +22,24 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from venus_utils.config import discover_notebooks
 from venus_utils.paths import REPO_ROOT
+from venus_utils.profiles import discover_notebooks
 
 NOTEBOOKS = discover_notebooks()
 INSTALL_MARK = 'find_spec("venus_utils")'
-GIT = ["git", "-c", "user.name=test", "-c", "user.email=test@example.invalid", "-c", "core.hooksPath=/dev/null",
-       "-c", "init.defaultBranch=main", "-c", "commit.gpgsign=false"]
+GIT = [
+    "git",
+    "-c",
+    "user.name=test",
+    "-c",
+    "user.email=test@example.invalid",
+    "-c",
+    "core.hooksPath=/dev/null",
+    "-c",
+    "init.defaultBranch=main",
+    "-c",
+    "commit.gpgsign=false",
+]
 
 
 def install_cell(nb) -> int:
@@ -91,17 +102,34 @@ def hidden_python(ws, name: str) -> tuple[Path, str]:
     venv = ws["root"] / name
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
-    purelib = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                                  check=True, capture_output=True, text=True).stdout.strip())
+    purelib = Path(
+        subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    )
     (purelib / "deps.pth").write_text(f"{ws['deps']}\n")
-    probe = subprocess.run([str(python), "-c", "import venus_utils"], capture_output=True, text=True, cwd=ws["root"],
-                           env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    probe = subprocess.run(
+        [str(python), "-c", "import venus_utils"],
+        capture_output=True,
+        text=True,
+        cwd=ws["root"],
+        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+    )
     assert probe.returncode != 0, "venus_utils must not be importable before the install cell runs"
     spec = ws["root"] / "jupyter" / "kernels" / name
     spec.mkdir(parents=True)
-    (spec / "kernel.json").write_text(json.dumps({
-        "argv": [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": name, "language": "python"}))
+    (spec / "kernel.json").write_text(
+        json.dumps(
+            {
+                "argv": [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                "display_name": name,
+                "language": "python",
+            }
+        )
+    )
     return purelib, name
 
 
@@ -115,8 +143,10 @@ def kernel_env(workspace, monkeypatch):
     monkeypatch.delenv("VENUS_RUNS_DIR", raising=False)
     monkeypatch.setenv("PIP_NO_INDEX", "1")
     monkeypatch.setenv("PIP_NO_BUILD_ISOLATION", "0")  # pip's inverted spelling: 0 turns build isolation off
-    monkeypatch.setenv("PATH", os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep)
-                                               if not (Path(p) / "nvidia-smi").exists()))
+    monkeypatch.setenv(
+        "PATH",
+        os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if not (Path(p) / "nvidia-smi").exists()),
+    )
     return monkeypatch
 
 
@@ -153,7 +183,8 @@ def test_notebook_alone_installs_the_package_from_the_repository_url(workspace, 
         "import json, venus_utils\nfrom venus_utils.stage import Stage\n"
         "stage = Stage.start('03_sft_unsloth', run_dir, stage_dir, profile)\n"
         "print('RESULT', json.dumps({'file': venus_utils.__file__, 'stage_dir': str(stage.dir), 'device': device,"
-        " 'engine': engine, 'profile': profile}))")
+        " 'engine': engine, 'profile': profile}))"
+    )
     nb.cells = nb.cells[: i + 2] + [check, nbformat.v4.new_code_cell(nb.cells[i].source)]  # the install cell again
     set_profile(nb, "colab")
     nbformat.write(nb, folder / "03_sft_unsloth.ipynb")
@@ -179,8 +210,9 @@ def test_checkout_run_by_hand_from_notebooks_folder_shares_one_run_folder(worksp
     purelib, kernel = hidden_python(workspace, "clone")
     checkout = workspace["root"] / "checkout"
     shutil.copytree(workspace["remote"], checkout, ignore=shutil.ignore_patterns(".git"))
-    shutil.copytree(REPO_ROOT / "notebooks", checkout / "notebooks",
-                    ignore=shutil.ignore_patterns(".ipynb_checkpoints", "runs"))
+    shutil.copytree(
+        REPO_ROOT / "notebooks", checkout / "notebooks", ignore=shutil.ignore_patterns(".ipynb_checkpoints", "runs")
+    )
     said = []
     for stem in ("00_setup", "01_trajectory_cleaning", "02_turn_aware_resampling"):
         nb = nbformat.read(checkout / "notebooks" / f"{stem}.ipynb", as_version=4)
@@ -229,8 +261,14 @@ def test_install_keeps_the_runtimes_torch_and_transformers(extra, pin_torch, tmp
     venv = tmp_path / "runtime"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
-    purelib = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                                  check=True, capture_output=True, text=True).stdout.strip())
+    purelib = Path(
+        subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    )
     (purelib / "pip").symlink_to(Path(sysconfig.get_paths()["purelib"]) / "pip")
     for name, version in COLAB_LIKE.items():
         info = purelib / f"{name}-{version}.dist-info"
@@ -242,12 +280,24 @@ def test_install_keeps_the_runtimes_torch_and_transformers(extra, pin_torch, tmp
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PIP_NO_INDEX")}
     env.update(PIP_RETRIES="1", PIP_TIMEOUT="30")
     # the install cell's command on a bare runtime: the package from its URL (+ the runtime's torch, kept as it is)
-    cmd = [str(python), "-m", "pip", "install", "--dry-run", "--quiet", "--report", str(report),
-           f"venus-recipe{extra} @ {src.as_uri()}", *([f"torch=={COLAB_LIKE['torch']}"] if pin_torch else [])]
+    cmd = [
+        str(python),
+        "-m",
+        "pip",
+        "install",
+        "--dry-run",
+        "--quiet",
+        "--report",
+        str(report),
+        f"venus-recipe{extra} @ {src.as_uri()}",
+        *([f"torch=={COLAB_LIKE['torch']}"] if pin_torch else []),
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    planned = {item["metadata"]["name"].lower(): item["metadata"]["version"]
-               for item in json.loads(report.read_text())["install"]}
+    planned = {
+        item["metadata"]["name"].lower(): item["metadata"]["version"]
+        for item in json.loads(report.read_text())["install"]
+    }
     assert "venus-recipe" in planned
     moved = {name: planned[name] for name in COLAB_LIKE if name in planned}
     assert not moved, f"pip would replace the runtime's {moved}"

@@ -26,9 +26,18 @@ def test_compact_style_carries_every_tool_and_the_call_format():
 
 
 def test_compact_signatures_follow_the_tool_schemas():
-    tool = {"type": "function", "function": {"name": "lookup", "description": "x", "parameters": {
-        "type": "object", "properties": {"ids": {"type": "array", "items": {"type": "integer"}}, "note": {"type": "string"}},
-        "required": ["ids"]}}}
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "lookup",
+            "description": "x",
+            "parameters": {
+                "type": "object",
+                "properties": {"ids": {"type": "array", "items": {"type": "integer"}}, "note": {"type": "string"}},
+                "required": ["ids"],
+            },
+        },
+    }
     assert "\nlookup(ids: integer[], note: string)\n" in protocol.system_prompt(tools=[tool], style="compact")
 
 

@@ -35,14 +35,18 @@ import os
 import re
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
+
+import jinja2
+from dotenv import dotenv_values
 
 from . import env as _env
-from .config import STAGE_RE, discover_notebooks
 from .io import atomic_dir, atomic_write, read_json
 from .paths import NOTEBOOKS_DIR, REPO_ROOT
+from .profiles import STAGE_RE, discover_notebooks
 from .stage import SUMMARY, resolve_run_dir
 
 #: A file that marks a folder as written by this module: an existing ``--out`` folder without it is never replaced.
@@ -74,7 +78,9 @@ KEY_PATTERNS: tuple[re.Pattern[str], ...] = tuple(
     )
 )
 
-REMOVED_NOTICE = "[venus_utils.book: this output was removed from the rendered page because it looked like a secret key]\n"
+REMOVED_NOTICE = (
+    "[venus_utils.book: this output was removed from the rendered page because it looked like a secret key]\n"
+)
 
 _DATA_URI = re.compile(r"data:[\w.+-]+/[\w.+-]+;base64,[A-Za-z0-9+/=\s]+")
 
@@ -94,8 +100,6 @@ def secret_values() -> list[str]:
     values: set[str] = set()
     sources: list[dict[str, str | None]] = [dict(os.environ)]
     try:
-        from dotenv import dotenv_values
-
         for candidate in {(REPO_ROOT / ".env").resolve(), (Path.cwd() / ".env").resolve()}:
             if candidate.is_file():
                 sources.append(dotenv_values(candidate))
@@ -131,7 +135,7 @@ def _outside_data_uris(text: str, fn) -> str:
     corrupt it, and random base64 may look like a short key)."""
     parts, last = [], 0
     for m in _DATA_URI.finditer(text):
-        parts.append(fn(text[last:m.start()]))
+        parts.append(fn(text[last : m.start()]))
         parts.append(m.group(0))
         last = m.end()
     parts.append(fn(text[last:]))
@@ -165,8 +169,12 @@ def _path_rewrites(run_dir: Path) -> list[tuple[str, str]]:
         shown_run = run_dir.resolve().relative_to(REPO_ROOT).as_posix()
     except ValueError:
         shown_run = f"runs/{run_dir.name}"
-    pairs = {str(run_dir): shown_run, str(run_dir.resolve()): shown_run,
-             str(REPO_ROOT) + os.sep: "", str(REPO_ROOT): "."}
+    pairs = {
+        str(run_dir): shown_run,
+        str(run_dir.resolve()): shown_run,
+        str(REPO_ROOT) + os.sep: "",
+        str(REPO_ROOT): ".",
+    }
     home = str(Path.home())
     if len(home) > 1:
         pairs[home] = "~"
@@ -180,7 +188,7 @@ def _rewrite_paths(text: str, rewrites: list[tuple[str, str]]) -> str:
         if old.endswith(os.sep):
             text = text.replace(old, new)
         else:  # a whole path only: /work/main must not turn /work/main_old into ._old
-            text = re.sub(re.escape(old) + r"(?![\w.-])", lambda _: new, text)
+            text = re.sub(re.escape(old) + r"(?![\w.-])", lambda _, new=new: new, text)
     return text
 
 
@@ -195,8 +203,8 @@ class Page:
     images: int = 0
     removed_outputs: int = 0
     file: str = ""
-    prev: "Page | None" = field(default=None, repr=False)
-    next: "Page | None" = field(default=None, repr=False)
+    prev: Page | None = field(default=None, repr=False)
+    next: Page | None = field(default=None, repr=False)
 
 
 def find_executed(run_dir: Path) -> list[Path]:
@@ -262,7 +270,9 @@ def _widget_text(view: dict, state: dict) -> str | None:
             return []
         name, st = model.get("model_name", ""), model.get("state", {})
         if name in ("HBoxModel", "VBoxModel", "BoxModel"):
-            return [t for child in st.get("children", []) for t in text(str(child).removeprefix("IPY_MODEL_"), depth + 1)]
+            return [
+                t for child in st.get("children", []) for t in text(str(child).removeprefix("IPY_MODEL_"), depth + 1)
+            ]
         if name in ("HTMLModel", "LabelModel", "TextModel"):
             value = re.sub(r"<[^>]+>", "", html.unescape(str(st.get("value", "")))).replace("\u2007", " ").strip()
             return [value] if value else []
@@ -298,8 +308,9 @@ def tidy_notebook(nb, *, secrets: list[str], rewrites: list[tuple[str, str]], st
         for key in find_keys(cell.source):
             cell.source = cell.source.replace(key, "***")
         if INJECTED_TAG in tags:
-            cell.source = re.sub(r"^# Parameters\n", "# Parameters of this run (injected by Papermill from the profile)\n",
-                                 cell.source)
+            cell.source = re.sub(
+                r"^# Parameters\n", "# Parameters of this run (injected by Papermill from the profile)\n", cell.source
+            )
         if cell.cell_type == "markdown":
             cell.source = re.sub(r"(\]\(\s*)(?:[^)\s]*/)?(\d\d_[a-z0-9_]+)\.ipynb", link_pages, cell.source)
         if cell.cell_type == "code":
@@ -345,14 +356,18 @@ _PAGE_TEMPLATE = """{%- extends 'lab/index.html.j2' -%}
 {#- No require.js and no widget manager: the page is static (widgets were turned into their text). -#}
 {%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}
 {%- block jupyter_widgets -%}{%- endblock jupyter_widgets -%}
-{%- block html_head_js_mathjax -%}{%- if resources.book.math -%}{{ super() }}{%- endif -%}{%- endblock html_head_js_mathjax -%}
+{%- block html_head_js_mathjax -%}{%- if resources.book.math -%}{{ super() }}{%- endif -%}\
+{%- endblock html_head_js_mathjax -%}
 {%- block extra_css -%}<style type="text/css">{{ resources.book.css }}</style>{%- endblock extra_css -%}
 {%- macro book_nav(where) -%}
 <nav class="book-nav {{ where }}" aria-label="book navigation">
   <a href="index.html">&#8962; {{ resources.book.run_title | e }}</a>
-  <span class="book-here">{{ resources.book.here | e }}{% if resources.book.failed %} <span class="book-failed">(this stage failed)</span>{% endif %}</span>
-  {% if resources.book.prev %}<a href="{{ resources.book.prev.file }}" rel="prev">&larr; {{ resources.book.prev.stage | e }}</a>{% endif %}
-  {% if resources.book.next %}<a href="{{ resources.book.next.file }}" rel="next">{{ resources.book.next.stage | e }} &rarr;</a>{% endif %}
+  <span class="book-here">{{ resources.book.here | e }}\
+{% if resources.book.failed %} <span class="book-failed">(this stage failed)</span>{% endif %}</span>
+  {% if resources.book.prev %}<a href="{{ resources.book.prev.file }}" rel="prev">\
+&larr; {{ resources.book.prev.stage | e }}</a>{% endif %}
+  {% if resources.book.next %}<a href="{{ resources.book.next.file }}" rel="next">\
+{{ resources.book.next.stage | e }} &rarr;</a>{% endif %}
 </nav>
 {%- endmacro -%}
 {%- block body_header -%}{{ super() }}{{ book_nav('top') }}{%- endblock body_header -%}
@@ -371,7 +386,6 @@ class _QuietAltText(logging.Filter):
 
 
 def _exporter():
-    import jinja2
     from nbconvert import HTMLExporter
 
     log = logging.getLogger("venus_utils.book.nbconvert")
@@ -379,8 +393,13 @@ def _exporter():
         log.addFilter(_QuietAltText())
     # The lab template embeds image outputs as data: URIs; embed_images also inlines images that markdown cells
     # reference by path, so the folder needs nothing beside it.
-    return HTMLExporter(template_name="lab", template_file="book.html.j2", embed_images=True, log=log,
-                        extra_loaders=[jinja2.DictLoader({"book.html.j2": _PAGE_TEMPLATE})])
+    return HTMLExporter(
+        template_name="lab",
+        template_file="book.html.j2",
+        embed_images=True,
+        log=log,
+        extra_loaders=[jinja2.DictLoader({"book.html.j2": _PAGE_TEMPLATE})],
+    )
 
 
 def render_page(exporter, nb, page: Page, run_title: str, base: Path) -> str:
@@ -390,8 +409,15 @@ def render_page(exporter, nb, page: Page, run_title: str, base: Path) -> str:
     math = any(c.cell_type == "markdown" and ("$" in c.source or "\\(" in c.source) for c in nb.cells)
     resources = {
         "metadata": {"name": page.stage, "path": str(base)},
-        "book": {"css": _CSS, "run_title": run_title, "here": page.title, "failed": page.failed,
-                 "prev": page.prev, "next": page.next, "math": math},
+        "book": {
+            "css": _CSS,
+            "run_title": run_title,
+            "here": page.title,
+            "failed": page.failed,
+            "prev": page.prev,
+            "next": page.next,
+            "math": math,
+        },
     }
     body, _ = exporter.from_notebook_node(nb, resources=resources)
     figure = iter(range(1, body.count(_NO_ALT) + 1))
@@ -467,7 +493,8 @@ _INDEX_TEMPLATE = """<!DOCTYPE html>
 <meta name="viewport" content="width=device-width, initial-scale=1.0">
 <title>{{ run_title }}</title>
 <style>
-body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; max-width: 1000px; margin: 2em auto; padding: 0 1em;
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; max-width: 1000px; margin: 2em auto; \
+padding: 0 1em;
   color: #222; line-height: 1.45; }
 table { border-collapse: collapse; margin: 0.5em 0 1em 0; font-size: 14px; }
 th, td { border: 1px solid #ddd; padding: 0.25em 0.6em; text-align: left; vertical-align: top; }
@@ -530,10 +557,7 @@ h2 { margin-top: 1.6em; border-bottom: 1px solid #eee; padding-bottom: 0.2em; }
 """
 
 
-def render_index(pages: list[Page], *, run_title: str, profile: str, run_shown: str, not_run: list[str],
-                 clean) -> str:
-    import jinja2
-
+def render_index(pages: list[Page], *, run_title: str, profile: str, run_shown: str, not_run: list[str], clean) -> str:
     overview, sections, finished, total = [], [], [], 0.0
     have_total = False
     for page in pages:
@@ -544,21 +568,51 @@ def render_index(pages: list[Page], *, run_title: str, profile: str, run_shown: 
         if summary.get("finished_at"):
             finished.append(str(summary["finished_at"]))
         status = "failed" if page.failed else "ran"
-        overview.append({"number": page.stage[:2], "file": page.file, "title": page.title, "status": status,
-                         "css": "failed" if status != "ran" else "", "elapsed": _format(summary.get("elapsed_s")) or "",
-                         "finished": summary.get("finished_at", "")})
+        overview.append(
+            {
+                "number": page.stage[:2],
+                "file": page.file,
+                "title": page.title,
+                "status": status,
+                "css": "failed" if status != "ran" else "",
+                "elapsed": _format(summary.get("elapsed_s")) or "",
+                "finished": summary.get("finished_at", ""),
+            }
+        )
         main, more = key_figures(summary) if page.summary is not None else ([], [])
-        sections.append({"stage": page.stage, "file": page.file, "title": page.title, "failed": page.failed,
-                         "main": [(k, clean(v)) for k, v in main], "more": [(k, clean(v)) for k, v in more]})
+        sections.append(
+            {
+                "stage": page.stage,
+                "file": page.file,
+                "title": page.title,
+                "failed": page.failed,
+                "main": [(k, clean(v)) for k, v in main],
+                "more": [(k, clean(v)) for k, v in more],
+            }
+        )
     for stage in not_run:
-        overview.append({"number": stage[:2], "file": "", "title": stage, "status": "not run", "css": "notrun",
-                         "elapsed": "", "finished": ""})
+        overview.append(
+            {
+                "number": stage[:2],
+                "file": "",
+                "title": stage,
+                "status": "not run",
+                "css": "notrun",
+                "elapsed": "",
+                "finished": "",
+            }
+        )
     overview.sort(key=lambda row: row["number"])
     template = jinja2.Environment(autoescape=True).from_string(_INDEX_TEMPLATE)
     return template.render(
-        run_title=run_title, profile=profile, run_shown=run_shown, overview=overview, sections=sections,
-        rendered=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        finished=max(finished) if finished else None, total_s=total if have_total else None,
+        run_title=run_title,
+        profile=profile,
+        run_shown=run_shown,
+        overview=overview,
+        sections=sections,
+        rendered=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        finished=max(finished) if finished else None,
+        total_s=total if have_total else None,
     )
 
 
@@ -571,8 +625,13 @@ def _check_out(run_dir: Path, out: Path) -> None:
         raise BookError(f"{out} exists and was not written by venus_utils.book; refusing to replace it")
 
 
-def build_book(run: str | Path, out: str | Path | None = None, *, notebooks_dir: Path | None = NOTEBOOKS_DIR,
-               title: str | None = None) -> Path:
+def build_book(
+    run: str | Path,
+    out: str | Path | None = None,
+    *,
+    notebooks_dir: Path | None = NOTEBOOKS_DIR,
+    title: str | None = None,
+) -> Path:
     """Render the run folder ``run`` into ``out`` (default ``<run>/book``); returns the path of ``index.html``.
 
     ``notebooks_dir``: the stage notebooks of the project, to list the stages this run has not executed (None:
@@ -583,8 +642,10 @@ def build_book(run: str | Path, out: str | Path | None = None, *, notebooks_dir:
 
     run_dir = resolve_run_dir(run)
     profile = run_dir.name
-    hint = (f"run the pipeline first: `make pipeline PROFILE={profile}` "
-            f"(or `python -m venus_utils.pipeline --params params/{profile}.yaml`)")
+    hint = (
+        f"run the pipeline first: `make pipeline PROFILE={profile}` "
+        f"(or `python -m venus_utils.pipeline --params params/{profile}.yaml`)"
+    )
     if not run_dir.is_dir():
         raise RunMissing(f"no run folder at {run_dir}: {hint}")
     executed = find_executed(run_dir)
@@ -610,16 +671,27 @@ def build_book(run: str | Path, out: str | Path | None = None, *, notebooks_dir:
         summary_path = path.parent / SUMMARY
         summary = read_json(summary_path) if summary_path.is_file() else None
         nb, info = tidy_notebook(raw, secrets=secrets, rewrites=rewrites, stages=stages)
-        page = Page(path.stem, path, notebook_title(raw, path.stem), info["failed"] or summary is None, summary,
-                    info["images"], info["removed_outputs"], f"{path.stem}.html")
+        page = Page(
+            path.stem,
+            path,
+            notebook_title(raw, path.stem),
+            info["failed"] or summary is None,
+            summary,
+            info["images"],
+            info["removed_outputs"],
+            f"{path.stem}.html",
+        )
         pages.append(page)
         notebooks.append((nb, _markdown_base(raw, path)))
     for before, after in zip(pages, pages[1:]):
         before.next, after.prev = after, before
     for page in pages:
         if page.removed_outputs:
-            print(f"book: {page.stage}: {page.removed_outputs} output(s) looked like a secret key and were left out "
-                  f"of the page; check {page.notebook}", file=sys.stderr)
+            print(
+                f"book: {page.stage}: {page.removed_outputs} output(s) looked like a secret key and were left out "
+                f"of the page; check {page.notebook}",
+                file=sys.stderr,
+            )
 
     run_title = title or f"venus-recipe · {profile} run"
     exporter = _exporter()
@@ -631,16 +703,19 @@ def build_book(run: str | Path, out: str | Path | None = None, *, notebooks_dir:
     if notebooks_dir is not None:
         not_run = [p.stem for p in discover_notebooks(notebooks_dir) if p.stem not in stages]
     run_shown = _rewrite_paths(str(run_dir.resolve()), rewrites)
-    index = render_index(pages, run_title=run_title, profile=profile, run_shown=run_shown, not_run=not_run,
-                         clean=clean)
+    index = render_index(
+        pages, run_title=run_title, profile=profile, run_shown=run_shown, not_run=not_run, clean=clean
+    )
     rendered[INDEX] = _outside_data_uris(index, lambda chunk: redact_text(chunk, secrets))
 
     # Last line of defence: nothing is written if any page still holds a secret or something shaped like a key.
     for name, text in rendered.items():
         found = leaks(text, secrets)
         if found:
-            raise BookError(f"refusing to write the book: {name} would contain what looks like a secret "
-                            f"({', '.join(_mask(v) for v in found)}); remove it from the notebook's outputs")
+            raise BookError(
+                f"refusing to write the book: {name} would contain what looks like a secret "
+                f"({', '.join(_mask(v) for v in found)}); remove it from the notebook's outputs"
+            )
 
     with atomic_dir(out_dir) as tmp:
         for name, text in rendered.items():

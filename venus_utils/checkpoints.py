@@ -19,9 +19,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .io import read_json, write_json
 
@@ -44,7 +45,7 @@ def is_complete(path: str | Path) -> bool:
 def checkpoints(folder: str | Path, complete_only: bool = True) -> list[tuple[int, Path]]:
     """``(step, path)`` of the ``checkpoint-<step>`` folders in ``folder``, oldest first (complete ones only unless
     ``complete_only`` is false)."""
-    found = [(p.name[len(PREFIX):], p) for p in Path(folder).glob(f"{PREFIX}*") if p.is_dir()]
+    found = [(p.name[len(PREFIX) :], p) for p in Path(folder).glob(f"{PREFIX}*") if p.is_dir()]
     out = sorted((int(step), p) for step, p in found if step.isdigit())
     return [(s, p) for s, p in out if is_complete(p)] if complete_only else out
 
@@ -59,12 +60,14 @@ def discard_incomplete(folder: str | Path, log: Callable[[str], Any] = print) ->
         shutil.rmtree(staging, ignore_errors=True)
         removed.append(staging)
         log(f"[resume] removed {staging}: a save that was interrupted before it completed")
-    for step, path in checkpoints(folder, complete_only=False):
+    for _step, path in checkpoints(folder, complete_only=False):
         if not is_complete(path):
             shutil.rmtree(path, ignore_errors=True)
             removed.append(path)
-            log(f"[resume] skipped and removed {path}: an incomplete checkpoint (no readable {TRAINER_STATE}; "
-                "the save was interrupted)")
+            log(
+                f"[resume] skipped and removed {path}: an incomplete checkpoint (no readable {TRAINER_STATE}; "
+                "the save was interrupted)"
+            )
     return removed
 
 
@@ -85,8 +88,10 @@ def guard_resume(folder: str | Path, settings: dict[str, Any], root: str | Path 
         changed = sorted(k for k in set(before) | set(wanted) if before.get(k) != wanted.get(k))
         if changed:
             diff = ", ".join(f"{k}: {before.get(k)!r} -> {wanted.get(k)!r}" for k in changed[:6])
-            raise ValueError(f"{folder}: its checkpoints were made with other settings ({diff}); delete that folder "
-                             "to train from the start with the new settings, or restore the old ones to resume")
+            raise ValueError(
+                f"{folder}: its checkpoints were made with other settings ({diff}); delete that folder "
+                "to train from the start with the new settings, or restore the old ones to resume"
+            )
     folder.mkdir(parents=True, exist_ok=True)
     write_json(path, wanted)
 
@@ -96,8 +101,10 @@ def _portable(settings: dict[str, Any], root: str | Path | None) -> dict[str, An
     if root is None:
         return settings
     prefix = str(Path(root).resolve()) + "/"
-    return {k: "<run>/" + v[len(prefix):] if isinstance(v, str) and v.startswith(prefix) else v
-            for k, v in settings.items()}
+    return {
+        k: "<run>/" + v[len(prefix) :] if isinstance(v, str) and v.startswith(prefix) else v
+        for k, v in settings.items()
+    }
 
 
 def _json_roundtrip(obj: dict[str, Any]) -> dict[str, Any]:
@@ -118,13 +125,20 @@ class ResumePoint:
         if self.checkpoint is None:
             return "[resume] no checkpoint: training from the start"
         if self.finished:
-            return (f"[resume] {self.checkpoint} already finished this run (step {self.step}, max_steps {max_steps}): "
-                    "nothing to train; delete the stage folder to train again")
+            return (
+                f"[resume] {self.checkpoint} already finished this run (step {self.step}, max_steps {max_steps}): "
+                "nothing to train; delete the stage folder to train again"
+            )
         return f"[resume] continuing from {self.checkpoint} (step {self.step})"
 
 
-def resume_point(folder: str | Path, max_steps: int | None, limits: dict[str, Any] | None = None,
-                 log: Callable[[str], Any] = print, main_process: bool = True) -> ResumePoint:
+def resume_point(
+    folder: str | Path,
+    max_steps: int | None,
+    limits: dict[str, Any] | None = None,
+    log: Callable[[str], Any] = print,
+    main_process: bool = True,
+) -> ResumePoint:
     """The newest complete checkpoint in ``folder`` after removing incomplete ones (main process only), and
     whether it finished the run: its step reached ``max_steps`` (> 0), or :func:`mark_finished` recorded that a
     run with the same ``limits`` (time / epoch limits) ended at that step."""
@@ -183,20 +197,33 @@ class AtomicCheckpoints:
                 shutil.rmtree(target)
             os.replace(staging / name, target)
             shutil.rmtree(staging, ignore_errors=True)
-            rotate_checkpoints(output_dir=str(root), save_total_limit=self.args.save_total_limit,
-                               best_model_checkpoint=self.state.best_model_checkpoint, use_mtime=False)
+            rotate_checkpoints(
+                output_dir=str(root),
+                save_total_limit=self.args.save_total_limit,
+                best_model_checkpoint=self.state.best_model_checkpoint,
+                use_mtime=False,
+            )
         self.accelerator.wait_for_everyone()
 
 
-def prepare_resume(folder: str | Path, settings: dict[str, Any], *, root: str | Path | None, max_steps: int | None,
-                   limits: dict[str, Any], main_process: bool = True) -> ResumePoint:
+def prepare_resume(
+    folder: str | Path,
+    settings: dict[str, Any],
+    *,
+    root: str | Path | None,
+    max_steps: int | None,
+    limits: dict[str, Any],
+    main_process: bool = True,
+) -> ResumePoint:
     """Where a training stage writing its checkpoints to ``folder`` starts: :func:`guard_resume` (refuse checkpoints
     made with other ``settings``), then :func:`resume_point`."""
     guard_resume(folder, settings, root)
     return resume_point(folder, max_steps, limits, main_process=main_process)
 
 
-def train_to_end(trainer, point: ResumePoint, folder: str | Path, max_steps: int | None, limits: dict[str, Any]) -> None:
+def train_to_end(
+    trainer, point: ResumePoint, folder: str | Path, max_steps: int | None, limits: dict[str, Any]
+) -> None:
     """:func:`train_or_restore`, then record a run that ended normally (:func:`mark_finished`) so that a rerun under
     the same ``limits`` trains nothing."""
     train_or_restore(trainer, point, max_steps)

@@ -13,16 +13,25 @@ import os
 import platform
 from pathlib import Path
 
+import psutil
+from dotenv import load_dotenv
+
 from .paths import REPO_ROOT
 
 #: Environment variables that hold secrets (DR-Venus's names, so existing setups keep working).
-SECRET_VARS = ("SERPER_KEY_ID", "JINA_API_KEYS", "API_KEY", "OPENAI_API_KEY", "JUDGE_API_KEY", "HF_TOKEN", "WANDB_API_KEY")
+SECRET_VARS = (
+    "SERPER_KEY_ID",
+    "JINA_API_KEYS",
+    "API_KEY",
+    "OPENAI_API_KEY",
+    "JUDGE_API_KEY",
+    "HF_TOKEN",
+    "WANDB_API_KEY",
+)
 
 
 def load_dotenv_files(*extra: str | os.PathLike) -> list[Path]:
     """Load ``.env`` from the repository root, the working directory and ``extra`` (no override)."""
-    from dotenv import load_dotenv
-
     loaded = []
     seen: set[Path] = set()
     for candidate in (REPO_ROOT / ".env", Path.cwd() / ".env", *map(Path, extra)):
@@ -86,8 +95,6 @@ def describe_machine() -> dict:
         "vllm_installed": available("vllm"),
     }
     try:
-        import psutil
-
         info["ram_gb"] = round(psutil.virtual_memory().total / 2**30, 1)
     except ImportError:  # pragma: no cover - psutil is in every lock
         info["ram_gb"] = None

@@ -10,9 +10,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 
 def _umask() -> int:
@@ -57,8 +59,6 @@ def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
 
     A killed or failed writer leaves the previous folder intact and no half-written one behind.
     """
-    import shutil
-
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))

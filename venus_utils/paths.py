@@ -9,6 +9,8 @@ The package runs from a checkout (``pip install -e .``, ``make``) or from a plai
 from __future__ import annotations
 
 import os
+import tomllib
+from importlib import metadata
 from pathlib import Path
 
 PROJECT_NAME = "venus-recipe"
@@ -18,8 +20,6 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 def is_checkout(folder: str | Path) -> bool:
     """True when ``folder`` holds this project's ``pyproject.toml`` (a clone of the repository, not site-packages)."""
-    import tomllib
-
     try:
         project = tomllib.loads((Path(folder) / "pyproject.toml").read_text(encoding="utf-8")).get("project", {})
     except (OSError, ValueError):
@@ -32,8 +32,6 @@ IN_CHECKOUT = is_checkout(REPO_ROOT)
 
 def installed_params_dir() -> Path | None:
     """The profiles a wheel install carries (``[tool.setuptools.data-files]`` in pyproject.toml), or None."""
-    from importlib import metadata
-
     try:
         files = metadata.distribution(PROJECT_NAME).files or []
     except metadata.PackageNotFoundError:

@@ -3,7 +3,7 @@
     python -m venus_utils.pipeline --params params/smoke.yaml [--out runs/smoke] [--only 01,03] [--resume]
 
 Each notebook ``notebooks/NN_stage.ipynb`` is executed into ``<out>/NN_stage/NN_stage.ipynb`` with the
-parameters of its profile section (see :mod:`venus_utils.config`) plus ``run_dir``, ``stage_dir`` and
+parameters of its profile section (see :mod:`venus_utils.profiles`) plus ``run_dir``, ``stage_dir`` and
 ``profile``.  The run stops at the first failing notebook, naming the notebook and the cell.  With
 ``--resume`` a stage is skipped when its ``summary.json`` is newer than the notebook, the profile file and
 every earlier stage's summary, and its parameters are unchanged.
@@ -20,10 +20,20 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import (ConfigError, Profile, check_shared_keys, check_stage_values, discover_notebooks, load_profile,
-                     notebook_defaults, notebook_params)
+from tqdm.auto import tqdm
+
 from .io import write_json
-from .paths import NOTEBOOKS_DIR, REPO_ROOT
+from .paths import NOTEBOOKS_DIR
+from .profiles import (
+    ConfigError,
+    Profile,
+    check_shared_keys,
+    check_stage_values,
+    discover_notebooks,
+    load_profile,
+    notebook_defaults,
+    notebook_params,
+)
 from .stage import SUMMARY, resolve_run_dir
 
 PARAMS_RECORD = ".params.json"
@@ -112,7 +122,6 @@ def run_pipeline(
     log_output: bool = False,
 ) -> list[StageResult]:
     import papermill
-    from tqdm.auto import tqdm
 
     profile: Profile = load_profile(params_path)
     run_dir = resolve_run_dir(out or f"runs/{profile.name}").resolve()
@@ -170,8 +179,10 @@ def run_pipeline(
         results.append(StageResult(nb.stem, "ran", seconds, output))
         tqdm.write(f"[done] {nb.stem} in {seconds:.1f}s -> {stage_dir}")
     for stale in stale_stages(run_dir, all_notebooks, results):
-        tqdm.write(f"[stale] {stale}: made from earlier outputs that this run replaced; rerun it "
-                   f"(--only {stale[:2]}, or --resume without --only)")
+        tqdm.write(
+            f"[stale] {stale}: made from earlier outputs that this run replaced; rerun it "
+            f"(--only {stale[:2]}, or --resume without --only)"
+        )
     return results
 
 
@@ -182,8 +193,11 @@ def stale_stages(run_dir: Path, notebooks: list[Path], results: list[StageResult
     if not ran:
         return []
     done = {r.stage for r in results}
-    return [nb.stem for nb in notebooks
-            if nb.stem > ran[0] and nb.stem not in done and (run_dir / nb.stem / SUMMARY).exists()]
+    return [
+        nb.stem
+        for nb in notebooks
+        if nb.stem > ran[0] and nb.stem not in done and (run_dir / nb.stem / SUMMARY).exists()
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -197,7 +211,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     try:
-        results = run_pipeline(args.params, args.out, args.only, args.resume, kernel_name=args.kernel, log_output=args.log_output)
+        results = run_pipeline(
+            args.params, args.out, args.only, args.resume, kernel_name=args.kernel, log_output=args.log_output
+        )
     except (ConfigError, StageFailed) as exc:
         print(f"pipeline stopped: {exc}", file=sys.stderr)
         return 1

@@ -1,9 +1,13 @@
-"""What a notebook needs to be one stage of the pipeline.
+"""What a notebook needs to be one stage of the pipeline, and where a run folder keeps its models.
 
 Each notebook starts with ``stage = Stage.start("03_sft_unsloth", run_dir)`` and ends with
 ``stage.finish(**key_figures)``.  Its artifacts go in ``stage.dir`` (``runs/<profile>/<NN_stage>/``);
 earlier stages are reached only through ``stage.upstream("01_trajectory_cleaning")``, which checks that
 the earlier stage finished (its ``summary.json`` exists) and says what to run when it did not.
+
+The models a run trained are found the same way from outside a stage (the evaluation, the agent demo, the
+benchmarks): :func:`model_candidates` lists them by the stage that made them, :func:`best_model` picks the best
+(RL > SFT > the tiny base model) and :func:`resolve_model` reads the notebooks' ``model`` parameter.
 """
 
 from __future__ import annotations
@@ -33,7 +37,9 @@ def resolve_run_dir(run_dir: str | Path) -> Path:
 
 
 class Stage:
-    def __init__(self, name: str, run_dir: str | Path, stage_dir: str | Path | None = None, profile: str | None = None):
+    def __init__(
+        self, name: str, run_dir: str | Path, stage_dir: str | Path | None = None, profile: str | None = None
+    ):
         self.name = name
         self.run_dir = resolve_run_dir(run_dir).resolve()
         self.dir = Path(stage_dir).resolve() if stage_dir else self.run_dir / name
@@ -42,7 +48,9 @@ class Stage:
         self.timings: dict[str, float] = {}
 
     @classmethod
-    def start(cls, name: str, run_dir: str | Path, stage_dir: str | Path | None = None, profile: str | None = None) -> "Stage":
+    def start(
+        cls, name: str, run_dir: str | Path, stage_dir: str | Path | None = None, profile: str | None = None
+    ) -> Stage:
         stage = cls(name, run_dir, stage_dir, profile)
         stage.dir.mkdir(parents=True, exist_ok=True)
         return stage
@@ -85,10 +93,51 @@ class Stage:
         summary = {
             "stage": self.name,
             "profile": self.profile,
-            "finished_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "finished_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
             "elapsed_s": round(time.perf_counter() - self._t0, 3),
             "timings_s": dict(self.timings),
             **figures,
         }
         write_json(self.dir / SUMMARY, summary)
         return summary
+
+
+# --------------------------------------------------------------------------------------------------------
+# Models of a run folder
+# --------------------------------------------------------------------------------------------------------
+MODEL_STAGES = (("rl", "04_igpo_rl"), ("sft", "03_sft_unsloth"), ("base", "00_setup/tiny_model"))
+
+
+def model_candidates(run_dir: str | Path) -> list[tuple[str, Path]]:
+    """The models a run folder holds, best first: RL, then SFT, then the tiny base model.
+
+    A stage's model is ``<stage>/model`` (or the stage folder itself) when it holds a ``config.json``.
+    """
+    run_dir = Path(run_dir)
+    found = []
+    for label, stage in MODEL_STAGES:
+        for folder in (run_dir / stage / "model", run_dir / stage):
+            if (folder / "config.json").exists():
+                found.append((label, folder))
+                break
+    return found
+
+
+def best_model(run_dir: str | Path) -> tuple[str, Path]:
+    """``(label, folder)`` of the best model in the run folder (RL > SFT > base); raises when there is none."""
+    found = model_candidates(run_dir)
+    if not found:
+        raise FileNotFoundError(
+            f"{run_dir}: no model found (looked for {', '.join(s for _, s in MODEL_STAGES)}); run notebooks/00_setup "
+            "first (it builds the tiny base model), or point the notebook at a checkpoint"
+        )
+    return found[0]
+
+
+def resolve_model(model: str, run_dir: str | Path) -> tuple[str, str]:
+    """``(label, model)`` for the notebooks' ``model`` parameter: ``auto`` is the run's best model
+    (:func:`best_model`); a folder or an ``http(s)://`` endpoint is used as given."""
+    if model == "auto":
+        label, folder = best_model(run_dir)
+        return label, str(folder)
+    return (model if model.startswith(("http://", "https://")) else Path(model).name), model

@@ -5,8 +5,17 @@ from __future__ import annotations
 
 import pytest
 
-SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>", "<tool_call>", "</tool_call>",
-           "<tool_response>", "</tool_response>"]
+SPECIAL = [
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<think>",
+    "</think>",
+    "<tool_call>",
+    "</tool_call>",
+    "<tool_response>",
+    "</tool_response>",
+]
 
 # A Qwen3-Thinking-style template: tool responses as user messages, the generation prompt opens <think>.
 FALLBACK_TEMPLATE = (
@@ -37,19 +46,26 @@ def tiny_tokenizer(world_dir):
     from venus_utils import protocol
     from venus_utils.io import read_jsonl
 
-    texts = [p["text"] for p in read_jsonl(world_dir / "pages.jsonl")] + [protocol.system_prompt(protocol.DEFAULT_DATE)]
+    texts = [p["text"] for p in read_jsonl(world_dir / "pages.jsonl")] + [
+        protocol.system_prompt(protocol.DEFAULT_DATE)
+    ]
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=SPECIAL, show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=400,
+        special_tokens=SPECIAL,
+        show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
     tok.train_from_iterator(texts, trainer)
     try:
         from venus_utils.modeling.chat_template import QWEN3_THINKING_TEMPLATE as template
     except ImportError:  # the modeling package is optional for these tests
         template = FALLBACK_TEMPLATE
-    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
-                                   chat_template=template)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>", chat_template=template
+    )
 
 
 @pytest.fixture(scope="session")
@@ -58,8 +74,17 @@ def tiny_lm(tiny_tokenizer):
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     torch.manual_seed(0)
-    cfg = Qwen3Config(vocab_size=len(tiny_tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=4096,
-                      tie_word_embeddings=True, eos_token_id=tiny_tokenizer.eos_token_id,
-                      pad_token_id=tiny_tokenizer.pad_token_id)
+    cfg = Qwen3Config(
+        vocab_size=len(tiny_tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        max_position_embeddings=4096,
+        tie_word_embeddings=True,
+        eos_token_id=tiny_tokenizer.eos_token_id,
+        pad_token_id=tiny_tokenizer.pad_token_id,
+    )
     return Qwen3ForCausalLM(cfg).eval()

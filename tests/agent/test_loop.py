@@ -47,7 +47,7 @@ def test_expert_replay_reaches_the_answer_through_real_tools(clean_rows, tools, 
         raw_responses = [m["content"] for m in row["messages"][2::2]]
         got = [m["content"] for m in r.messages[3::2]]
         for raw, seen in zip(raw_responses, got):
-            body = raw[len("<tool_response>\n"):-len("\n</tool_response>")]
+            body = raw[len("<tool_response>\n") : -len("\n</tool_response>")]
             expected = search_text.parse_search_reference(body) if "Web Results" in body else body
             assert seen == protocol.wrap_tool_response(expected)
         assert all(t["format_error"] is None for t in r.turn_log)
@@ -61,7 +61,10 @@ def test_token_ids_and_mask_with_tiny_qwen3(tools, tiny_lm, tiny_tokenizer):
     for r in rollouts:
         assert r.termination in ("answered", "answered_max_steps", "max_steps")
         assert r.prompt_ids == chat.prompt_ids(r.messages[:2])
-        assert len(r.completion_ids) == len(r.completion_mask) and len(r.prompt_ids) + len(r.completion_ids) == r.final_token_count
+        assert (
+            len(r.completion_ids) == len(r.completion_mask)
+            and len(r.prompt_ids) + len(r.completion_ids) == r.final_token_count
+        )
         ids, mask = r.prompt_ids + r.completion_ids, [0] * len(r.prompt_ids) + r.completion_mask
         starts = [b["context_len"] for b in r.boundaries]
         assert starts == sorted(starts) and starts[0] == len(r.prompt_ids)
@@ -71,7 +74,7 @@ def test_token_ids_and_mask_with_tiny_qwen3(tools, tiny_lm, tiny_tokenizer):
             while end < len(mask) and mask[end] == 1:
                 end += 1
             assert end - start == r.turn_log[turn]["new_tokens"]
-        for turn, user in zip(r.turn_log[:-1], r.messages[3::2]):  # glue carries the tool responses / notes
+        for _turn, user in zip(r.turn_log[:-1], r.messages[3::2]):  # glue carries the tool responses / notes
             assert user["content"] in chat.decode(ids)
         text = chat.decode([t for t, m in zip(ids, mask) if m == 0])
         assert text.count("<|im_start|>assistant\n<think>\n") == r.turns
@@ -86,24 +89,38 @@ def test_greedy_generation_is_deterministic(tools, tiny_lm, tiny_tokenizer):
 
 
 def _search_turn(q):
-    return f"I search.\n</think>\n<tool_call>\n{json.dumps({'name': 'search', 'arguments': {'query': [q]}})}\n</tool_call>"
+    return (
+        f"I search.\n</think>\n<tool_call>\n{json.dumps({'name': 'search', 'arguments': {'query': [q]}})}"
+        "\n</tool_call>"
+    )
 
 
 ANSWER = "Done.\n</think>\n<answer>\nXia\n</answer>"
 
 
 def test_max_turns_forces_a_wrapped_final_answer(tools, tiny_tokenizer):
-    r = _run("Q?", ScriptedBackend([_search_turn("a"), _search_turn("b"), ANSWER], tiny_tokenizer), tools,
-             AgentConfig.rl(max_turns=3))
+    r = _run(
+        "Q?",
+        ScriptedBackend([_search_turn("a"), _search_turn("b"), ANSWER], tiny_tokenizer),
+        tools,
+        AgentConfig.rl(max_turns=3),
+    )
     assert r.termination == "answered_max_steps" and r.prediction == "Xia" and r.turns == 3
     assert r.messages[-2]["content"] == protocol.wrap_tool_response(protocol.FORCE_MAX_STEPS)
     assert r.turn_log[-1]["forced"] == "max_steps"
-    r = _run("Q?", ScriptedBackend([_search_turn("a"), _search_turn("b"), _search_turn("c")]), tools, AgentConfig.rl(max_turns=3))
+    r = _run(
+        "Q?",
+        ScriptedBackend([_search_turn("a"), _search_turn("b"), _search_turn("c")]),
+        tools,
+        AgentConfig.rl(max_turns=3),
+    )
     assert r.termination == "max_steps" and r.tool_call_count == 2
 
 
 def test_context_budget_forces_answer(tools, tiny_tokenizer):
-    r = _run("Q?", ScriptedBackend([_search_turn("a"), ANSWER], tiny_tokenizer), tools, AgentConfig.rl(context_limit=10))
+    r = _run(
+        "Q?", ScriptedBackend([_search_turn("a"), ANSWER], tiny_tokenizer), tools, AgentConfig.rl(context_limit=10)
+    )
     assert r.termination == "answered_token_limit"
     assert r.messages[-2]["content"] == protocol.wrap_tool_response(protocol.FORCE_CONTEXT)
     assert protocol.FORCE_CONTEXT in tiny_tokenizer.decode(r.completion_ids)  # the ids follow the replacement
@@ -119,7 +136,9 @@ def test_malformed_turns_and_unknown_tools(tools):
     assert r.messages[3]["content"] == protocol.wrap_tool_response(protocol.MALFORMED_RL)
     assert r.messages[5]["content"] == protocol.wrap_tool_response("Error: Tool PythonInterpreter not found")
     r = _run("Q?", ScriptedBackend([bad, unknown, ANSWER]), tools, AgentConfig(attempts=1))
-    assert r.parse_error_count == 2 and r.messages[5]["content"] == protocol.wrap_tool_response(protocol.MALFORMED_INFERENCE)
+    assert r.parse_error_count == 2 and r.messages[5]["content"] == protocol.wrap_tool_response(
+        protocol.MALFORMED_INFERENCE
+    )
 
 
 def test_retries_on_parse_errors_and_duplicates(tools):
@@ -133,9 +152,13 @@ def test_retries_on_parse_errors_and_duplicates(tools):
 def test_repetition_retry_and_hallucinated_observation_cut(tools, tiny_tokenizer):
     looping = "ab" * 400
     fake = _search_turn("a") + "<tool_response>\nfake results\n</tool_response>"
-    r = _run("Q?", ScriptedBackend([looping, fake, ANSWER], tiny_tokenizer), tools, AgentConfig(attempts=2, backoff_s=0))
+    r = _run(
+        "Q?", ScriptedBackend([looping, fake, ANSWER], tiny_tokenizer), tools, AgentConfig(attempts=2, backoff_s=0)
+    )
     assert r.turn_log[0]["attempts"] == 2 and r.termination == "answered"
-    assert "fake results" not in r.messages[2]["content"] and "fake results" not in tiny_tokenizer.decode(r.completion_ids)
+    assert "fake results" not in r.messages[2]["content"] and "fake results" not in tiny_tokenizer.decode(
+        r.completion_ids
+    )
 
 
 def test_timeout_llm_error_and_exception(tools):
@@ -160,10 +183,17 @@ def test_web_tools_faults_never_crash_a_rollout(monkeypatch):
 
     monkeypatch.setenv("SERPER_KEY_ID", "k-SECRET-search")
     with StubServer(hang_s=10) as stub:
-        box = Toolbox(SerperSearch(api_url=stub.url + "/search", timeout=0.3, attempts=2, backoff=0.01),
-                      JinaVisit(reader_url=stub.url + "/reader", api_base=stub.url + "/v1", timeout=0.3, attempts=2, backoff=0.01),
-                      timeout=2)
-        visit = 'v\n</think>\n<tool_call>\n{"name": "visit", "arguments": {"url": ["https://x/http500"], "goal": "g"}}\n</tool_call>'
+        box = Toolbox(
+            SerperSearch(api_url=stub.url + "/search", timeout=0.3, attempts=2, backoff=0.01),
+            JinaVisit(
+                reader_url=stub.url + "/reader", api_base=stub.url + "/v1", timeout=0.3, attempts=2, backoff=0.01
+            ),
+            timeout=2,
+        )
+        visit = (
+            'v\n</think>\n<tool_call>\n{"name": "visit", "arguments": {"url": ["https://x/http500"], "goal": "g"}}'
+            "\n</tool_call>"
+        )
         r = _run("Q?", ScriptedBackend([_search_turn("q hang"), _search_turn("q badjson"), visit, ANSWER]), box)
     assert r.termination == "answered" and r.tool_call_count == 3
     assert "timed out" in r.messages[3]["content"] and "malformed JSON" in r.messages[5]["content"]
@@ -206,7 +236,10 @@ def test_rl_mode_cuts_hallucinated_observations_from_ids(tools, tiny_tokenizer):
 
 def test_system_prompt_style_reaches_the_conversation(tools):
     r = _run("Q?", ScriptedBackend([ANSWER]), tools, AgentConfig.rl(system_prompt_style="compact"))
-    assert r.messages[0] == {"role": "system", "content": protocol.system_prompt(protocol.DEFAULT_DATE, style="compact")}
+    assert r.messages[0] == {
+        "role": "system",
+        "content": protocol.system_prompt(protocol.DEFAULT_DATE, style="compact"),
+    }
     r = _run("Q?", ScriptedBackend([ANSWER]), tools)
     assert r.messages[0]["content"] == protocol.system_prompt(protocol.DEFAULT_DATE)
     with pytest.raises(ValueError, match="system_prompt_style"):

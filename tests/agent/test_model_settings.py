@@ -19,8 +19,9 @@ def model_dir(tmp_path, tiny_lm, tiny_tokenizer):
     folder = tmp_path / "model"
     tiny_lm.save_pretrained(folder)
     tiny_tokenizer.save_pretrained(folder)
-    (folder / "venus_agent.json").write_text(json.dumps(
-        {"system_prompt_style": "compact", "max_turns": 2, "max_new_tokens": 8, "stage": "rl"}))
+    (folder / "venus_agent.json").write_text(
+        json.dumps({"system_prompt_style": "compact", "max_turns": 2, "max_new_tokens": 8, "stage": "rl"})
+    )
     return folder
 
 
@@ -43,11 +44,19 @@ class Recorder:
 
     async def generate(self, conv, sampling):
         out, err = self.printed()
-        self.calls.append({"max_new_tokens": sampling.max_new_tokens, "stdout": out, "stderr": err,
-                           "system": conv.messages[0]["content"]})
+        self.calls.append(
+            {
+                "max_new_tokens": sampling.max_new_tokens,
+                "stdout": out,
+                "stderr": err,
+                "system": conv.messages[0]["content"],
+            }
+        )
         if len(self.calls) > self.max_calls or sampling.max_new_tokens > self.max_tokens:
-            raise RuntimeError(f"generation {len(self.calls)} with max_new_tokens={sampling.max_new_tokens}: "
-                               "not the model folder's limits")
+            raise RuntimeError(
+                f"generation {len(self.calls)} with max_new_tokens={sampling.max_new_tokens}: "
+                "not the model folder's limits"
+            )
         return await self.inner.generate(conv, sampling)
 
 
@@ -69,8 +78,21 @@ def recorded(monkeypatch, capsys):
 
 def test_ask_uses_the_model_folders_prompt_style_and_limits(model_dir, world_dir, tmp_path, recorded):
     trace = tmp_path / "trace.jsonl"
-    assert main(["ask", "Where was Kalo born?", "--model", str(model_dir), "--world", str(world_dir),
-                 "--trace", str(trace)]) == 0
+    assert (
+        main(
+            [
+                "ask",
+                "Where was Kalo born?",
+                "--model",
+                str(model_dir),
+                "--world",
+                str(world_dir),
+                "--trace",
+                str(trace),
+            ]
+        )
+        == 0
+    )
     out, err = recorded[0].printed()
     rec = read_jsonl(trace)[0]
     assert rec["messages"][0]["content"] == protocol.system_prompt(protocol.DEFAULT_DATE, style="compact")
@@ -83,8 +105,27 @@ def test_ask_uses_the_model_folders_prompt_style_and_limits(model_dir, world_dir
 
 def test_options_override_the_model_folder(model_dir, world_dir, tmp_path, recorded):
     trace = tmp_path / "trace.jsonl"
-    assert main(["ask", "Where was Kalo born?", "--model", str(model_dir), "--world", str(world_dir), "--trace",
-                 str(trace), "--system-prompt-style", "dr-venus", "--max-turns", "1", "--max-new-tokens", "4"]) == 0
+    assert (
+        main(
+            [
+                "ask",
+                "Where was Kalo born?",
+                "--model",
+                str(model_dir),
+                "--world",
+                str(world_dir),
+                "--trace",
+                str(trace),
+                "--system-prompt-style",
+                "dr-venus",
+                "--max-turns",
+                "1",
+                "--max-new-tokens",
+                "4",
+            ]
+        )
+        == 0
+    )
     rec = read_jsonl(trace)[0]
     assert rec["messages"][0]["content"] == protocol.system_prompt(protocol.DEFAULT_DATE, style="dr-venus")
     assert rec["turns"] == 1 and recorded[0].calls[0]["max_new_tokens"] == 4
@@ -95,8 +136,24 @@ def test_run_uses_the_model_folders_settings(model_dir, world_dir, tmp_path, rec
     questions = tmp_path / "q.jsonl"
     questions.write_text(json.dumps({"question": "Where was Kalo born?"}) + "\n")
     out = tmp_path / "preds.jsonl"
-    assert main(["run", "--input", str(questions), "--output", str(out), "--model", str(model_dir), "--world",
-                 str(world_dir), "--workers", "1"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--input",
+                str(questions),
+                "--output",
+                str(out),
+                "--model",
+                str(model_dir),
+                "--world",
+                str(world_dir),
+                "--workers",
+                "1",
+            ]
+        )
+        == 0
+    )
     rec = read_jsonl(out)[0]
     assert rec["messages"][0]["content"] == protocol.system_prompt(protocol.DEFAULT_DATE, style="compact")
     assert 1 <= rec["turns"] <= 2 and {c["max_new_tokens"] for c in recorded[0].calls} == {8}
@@ -136,8 +193,10 @@ def test_ask_prints_each_step_as_it_happens(world_dir, tiny_tokenizer, tmp_path,
     folder = tmp_path / "scripted"
     folder.mkdir()
     (folder / "config.json").write_text("{}")
-    turns = [protocol.tool_turn("Look it up.", "search", {"query": ["Kalo born"]}),
-             protocol.answer_turn("Found it.", "Shilo")]
+    turns = [
+        protocol.tool_turn("Look it up.", "search", {"query": ["Kalo born"]}),
+        protocol.answer_turn("Found it.", "Shilo"),
+    ]
     recorder: list[Recorder] = []
 
     def load_backend(*args, **kwargs):
@@ -145,8 +204,23 @@ def test_ask_prints_each_step_as_it_happens(world_dir, tiny_tokenizer, tmp_path,
         return recorder[0]
 
     monkeypatch.setattr(backends, "load_backend", load_backend)
-    assert main(["ask", "Where was Kalo born?", "--model", str(folder), "--world", str(world_dir),
-                 "--max-turns", "3", "--max-new-tokens", "32"]) == 0
+    assert (
+        main(
+            [
+                "ask",
+                "Where was Kalo born?",
+                "--model",
+                str(folder),
+                "--world",
+                str(world_dir),
+                "--max-turns",
+                "3",
+                "--max-new-tokens",
+                "32",
+            ]
+        )
+        == 0
+    )
     first, second = recorder[0].calls
     assert "--- user ---\nWhere was Kalo born?" in first["stdout"] and "--- assistant ---" not in first["stdout"]
     assert "[agent] turn 1/3: generating" in first["stderr"]
@@ -166,10 +240,12 @@ def test_the_writer_checks_what_it_writes_and_the_reader_reads_it_back(tmp_path)
     found = model_agent_settings(tmp_path)
     assert found.values() == values and found.stage == "sft" and found.source == str(path)
     assert set(found.origin.values()) == {"model"}
-    for bad, message in (({**values, "max_turns": 0}, "max_turns must be a whole number >= 1"),
-                         ({**values, "max_new_tokens": "128"}, "max_new_tokens must be"),
-                         ({"max_turns": 8}, "system_prompt_style, max_new_tokens missing"),
-                         ({**values, "turns": 3}, "unknown key")):
+    for bad, message in (
+        ({**values, "max_turns": 0}, "max_turns must be a whole number >= 1"),
+        ({**values, "max_new_tokens": "128"}, "max_new_tokens must be"),
+        ({"max_turns": 8}, "system_prompt_style, max_new_tokens missing"),
+        ({**values, "turns": 3}, "unknown key"),
+    ):
         with pytest.raises(ValueError, match=message):
             write_model_agent_settings(tmp_path, bad, "rl")
     with pytest.raises(ValueError, match="stage"):
@@ -181,5 +257,7 @@ def test_the_writer_checks_what_it_writes_and_the_reader_reads_it_back(tmp_path)
     path.write_text(json.dumps(partial))
     mixed = model_agent_settings(tmp_path, fallback={"max_new_tokens": 64})
     assert mixed.values() == {"system_prompt_style": "dr-venus", "max_turns": 3, "max_new_tokens": 64}
-    assert mixed.describe() == "prompt dr-venus (DR-Venus default), max_turns 3 (model folder (venus_agent.json)), " \
-                               "max_new_tokens 64 (fallback)"
+    assert (
+        mixed.describe() == "prompt dr-venus (DR-Venus default), max_turns 3 (model folder (venus_agent.json)), "
+        "max_new_tokens 64 (fallback)"
+    )

@@ -14,17 +14,31 @@ from venus_utils.agent.backends import strip_think_prefix
 from venus_utils.io import read_jsonl
 from venus_utils.tools import make_toolbox
 
-DR_VENUS_FIELDS = {"question", "messages", "prediction", "termination", "turns", "parse_error_count", "tool_call_count",
-                   "dedup_count", "final_token_count", "elapsed_seconds"}
+DR_VENUS_FIELDS = {
+    "question",
+    "messages",
+    "prediction",
+    "termination",
+    "turns",
+    "parse_error_count",
+    "tool_call_count",
+    "dedup_count",
+    "final_token_count",
+    "elapsed_seconds",
+}
 
 
 def _expert_policy(world_dir):
     """Replays the expert trajectory of whichever question is asked (the tools run for real)."""
     df = pd.read_parquet(world_dir / "trajectories" / "train-00000.parquet")
     noise = read_jsonl(world_dir / "trajectory_noise.jsonl")
-    by_q = {row["meta"]["question"]: [strip_think_prefix(m["content"], "<think>\n") for m in row["messages"][1:]
-                                      if m["role"] == "assistant"]
-            for (_, row), n in zip(df.iterrows(), noise) if not n["noise"]}
+    by_q = {
+        row["meta"]["question"]: [
+            strip_think_prefix(m["content"], "<think>\n") for m in row["messages"][1:] if m["role"] == "assistant"
+        ]
+        for (_, row), n in zip(df.iterrows(), noise)
+        if not n["noise"]
+    }
 
     def policy(messages):
         turns = by_q[messages[1]["content"]]
@@ -37,7 +51,9 @@ def test_run_file_jsonl_is_resumable(world_dir, tmp_path):
     policy, by_q = _expert_policy(world_dir)
     questions = list(by_q)[:4]
     src = tmp_path / "q.jsonl"
-    src.write_text("".join(json.dumps({"question": q, "answer": "?", "id": f"q{i}"}) + "\n" for i, q in enumerate(questions)))
+    src.write_text(
+        "".join(json.dumps({"question": q, "answer": "?", "id": f"q{i}"}) + "\n" for i, q in enumerate(questions))
+    )
     out = tmp_path / "preds.jsonl"
     tools = make_toolbox("local", world_dir=world_dir)
     s1 = run_file(src, out, ScriptedBackend(policy), tools, AgentConfig.rl(), samples=2, workers=3, progress=False)
@@ -61,8 +77,15 @@ def test_run_file_on_world_parquet(world_dir, tmp_path):
     rows = load_questions(tmp_path / "train5.parquet")
     assert [r["question"] for r in rows] == [p[0]["content"] for p in keep["prompt"]]
     out = tmp_path / "p.jsonl"
-    run_file(tmp_path / "train5.parquet", out, ScriptedBackend(policy), make_toolbox("local", world_dir=world_dir),
-             AgentConfig.rl(), token_ids=False, progress=False)
+    run_file(
+        tmp_path / "train5.parquet",
+        out,
+        ScriptedBackend(policy),
+        make_toolbox("local", world_dir=world_dir),
+        AgentConfig.rl(),
+        token_ids=False,
+        progress=False,
+    )
     from venus_utils.protocol import split_aliases
 
     for rec in read_jsonl(out):
@@ -89,15 +112,38 @@ def test_cli_ask_with_saved_tiny_model(world_dir, tiny_lm, tiny_tokenizer, tmp_p
     tiny_lm.save_pretrained(model_dir)
     tiny_tokenizer.save_pretrained(model_dir)
     trace = tmp_path / "trace.jsonl"
-    out = subprocess.run([sys.executable, "-m", "venus_utils.agent", "ask", "Where was Kalo born?", "--model", str(model_dir),
-                          "--world", str(world_dir), "--max-turns", "2", "--max-new-tokens", "16", "--trace", str(trace)],
-                         capture_output=True, text=True, timeout=240)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "venus_utils.agent",
+            "ask",
+            "Where was Kalo born?",
+            "--model",
+            str(model_dir),
+            "--world",
+            str(world_dir),
+            "--max-turns",
+            "2",
+            "--max-new-tokens",
+            "16",
+            "--trace",
+            str(trace),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert "=== termination:" in out.stdout
     rec = read_jsonl(trace)[0]
     assert rec["completion_ids"] and len(rec["completion_ids"]) == len(rec["completion_mask"])
-    missing = subprocess.run([sys.executable, "-m", "venus_utils.agent", "ask", "q", "--model", str(model_dir)],
-                             capture_output=True, text=True, timeout=240)
+    missing = subprocess.run(
+        [sys.executable, "-m", "venus_utils.agent", "ask", "q", "--model", str(model_dir)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert missing.returncode != 0 and "--world" in missing.stderr
 
 
@@ -120,11 +166,19 @@ def test_openai_compatible_backend(world_dir, tiny_tokenizer):
         stub.completion_ids = chat.encode(stub.completion_text)[:-1] + [7, tiny_tokenizer.eos_token_id]
         r = asyncio.run(run_agent("Q?", backend, tools, AgentConfig()))
         assert r.completion_ids == stub.completion_ids  # the server's sampled ids, exactly
-        r = asyncio.run(run_agent("Q?", OpenAIBackend(stub.url + "/v1", model="agent", mode="chat"), tools, AgentConfig()))
+        r = asyncio.run(
+            run_agent("Q?", OpenAIBackend(stub.url + "/v1", model="agent", mode="chat"), tools, AgentConfig())
+        )
         assert r.prediction == "stub answer" and stub.requests[-1]["messages"][1]["content"] == "Q?"
         assert r.completion_ids is None
     with pytest.raises(ValueError, match="tokenizer"):
         OpenAIBackend("http://x/v1")
-    down = asyncio.run(run_agent("Q?", OpenAIBackend("http://127.0.0.1:9/v1", mode="chat", timeout=2), tools,
-                                 AgentConfig(attempts=2, backoff_s=0)))
+    down = asyncio.run(
+        run_agent(
+            "Q?",
+            OpenAIBackend("http://127.0.0.1:9/v1", mode="chat", timeout=2),
+            tools,
+            AgentConfig(attempts=2, backoff_s=0),
+        )
+    )
     assert down.termination == "llm_error"

@@ -1,4 +1,4 @@
-"""Fixtures for the data tests: raw REDSearcher rows built by hand from spec sft-data.md §7."""
+"""Fixtures for the data tests: raw REDSearcher rows built by hand, each exercising the cleaning rules."""
 
 from __future__ import annotations
 
@@ -16,7 +16,10 @@ def call(name: str, arguments) -> str:
 
 
 def asst(reasoning: str, call_text: str) -> dict:
-    return {"role": "assistant", "content": f"<think>\n{reasoning}\n</think>\n\n<tool_call>\n{call_text}\n</tool_call>"}
+    return {
+        "role": "assistant",
+        "content": f"<think>\n{reasoning}\n</think>\n\n<tool_call>\n{call_text}\n</tool_call>",
+    }
 
 
 def resp(text: str, role: str = "user") -> dict:
@@ -31,33 +34,43 @@ def raw(messages: list, question: str = "Who founded it?", answer: str = "X") ->
     return {"meta": {"question": question, "answer": answer}, "messages": messages, "system_prompt": None}
 
 
-SEARCH_1 = "A Google search for 'alpha beta' found 1 results:\n\n## Web Results\n1. [Alpha](https://a.org/x)\n\nAlpha snippet."
-VISIT_1 = "The useful information in https://a.org/x for user goal find founder as follows: \n\nSummary: \nFounded by X."
+SEARCH_1 = (
+    "A Google search for 'alpha beta' found 1 results:\n\n## Web Results\n"
+    "1. [Alpha](https://a.org/x)\n\nAlpha snippet."
+)
+VISIT_1 = (
+    "The useful information in https://a.org/x for user goal find founder as follows: \n\nSummary: \nFounded by X."
+)
 VISIT_2 = "The useful information in https://a.org/x for user goal find year as follows: \n\nSummary: \nIn 1805."
 
 
 def section7_row() -> dict:
-    """The §7 raw row: a turn without a tool call, two consecutive user messages, queries/urls/list-goal calls,
-    a PythonInterpreter turn and an unknown tool, a repeated visit with a new goal, and a final message with two
-    <answer> blocks and an external <summary>."""
-    return raw([
-        {"role": "user", "content": "Who founded it?"},
-        asst("I will search.", call("search", {"queries": "alpha beta"})),
-        resp(SEARCH_1),
-        {"role": "assistant", "content": "Just prose, no tool call"},
-        resp("orphan"),
-        asst("Visit it.", call("visit", {"urls": "https://a.org/x", "goal": ["find founder", "other"]})),
-        resp(VISIT_1),
-        resp("second consecutive"),
-        asst("Compute.", call("PythonInterpreter", {}) + "\n<code>\nprint(1)\n</code>"),
-        resp("1"),
-        asst("Scholar.", call("google_scholar", {"q": "x"})),
-        resp("scholar output"),
-        asst("Again.", call("visit", {"url": ["https://a.org/x"], "goal": "find year"})),
-        resp(VISIT_2),
-        {"role": "assistant", "content": "<think>\nDone <summary>inner</summary>.\n</think>\n<summary>Ext summary</summary>\n"
-                                         "<answer>\n<summary>S2</summary>\n\n<answer>\n**X**\n</answer>"},
-    ])
+    """A raw row with every defect at once: a turn without a tool call, two consecutive user messages,
+    queries/urls/list-goal calls, a PythonInterpreter turn and an unknown tool, a repeated visit with a new goal,
+    and a final message with two <answer> blocks and an external <summary>."""
+    return raw(
+        [
+            {"role": "user", "content": "Who founded it?"},
+            asst("I will search.", call("search", {"queries": "alpha beta"})),
+            resp(SEARCH_1),
+            {"role": "assistant", "content": "Just prose, no tool call"},
+            resp("orphan"),
+            asst("Visit it.", call("visit", {"urls": "https://a.org/x", "goal": ["find founder", "other"]})),
+            resp(VISIT_1),
+            resp("second consecutive"),
+            asst("Compute.", call("PythonInterpreter", {}) + "\n<code>\nprint(1)\n</code>"),
+            resp("1"),
+            asst("Scholar.", call("google_scholar", {"q": "x"})),
+            resp("scholar output"),
+            asst("Again.", call("visit", {"url": ["https://a.org/x"], "goal": "find year"})),
+            resp(VISIT_2),
+            {
+                "role": "assistant",
+                "content": "<think>\nDone <summary>inner</summary>.\n</think>\n<summary>Ext summary</summary>\n"
+                "<answer>\n<summary>S2</summary>\n\n<answer>\n**X**\n</answer>",
+            },
+        ]
+    )
 
 
 def write_parquet(path, rows, schema=None):

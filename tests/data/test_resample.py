@@ -1,4 +1,4 @@
-"""Turn-aware resampling (spec §3) and the question-level train / validation split."""
+"""Turn-aware resampling (DR-Venus's 1x / 2x / 5x by turn count) and the question-level train / validation split."""
 
 from __future__ import annotations
 
@@ -7,8 +7,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from venus_utils.data.resample import (ResamplePolicy, bucket_stats, permutation, plan, resample_table, split_groups,
-                                       write_train_val)
+from venus_utils.data.resample import (
+    ResamplePolicy,
+    bucket_stats,
+    permutation,
+    plan,
+    resample_table,
+    split_groups,
+    write_train_val,
+)
 
 
 def test_multipliers_at_the_thresholds():
@@ -22,16 +29,34 @@ def test_multipliers_at_the_thresholds():
 
 def test_plan_contiguous_copies_then_seeded_permutation():
     turns = [50, 51, 100, 101]
-    assert plan(turns, ResamplePolicy()) == [(0, 0), (1, 0), (1, 1), (2, 0), (2, 1), (3, 0), (3, 1), (3, 2), (3, 3), (3, 4)]
+    assert plan(turns, ResamplePolicy()) == [
+        (0, 0),
+        (1, 0),
+        (1, 1),
+        (2, 0),
+        (2, 1),
+        (3, 0),
+        (3, 1),
+        (3, 2),
+        (3, 3),
+        (3, 4),
+    ]
     shuffled = plan(turns, ResamplePolicy(), shuffle=True, seed=42)
     assert shuffled == [plan(turns, ResamplePolicy())[j] for j in np.random.RandomState(42).permutation(10)]
-    assert shuffled == plan(turns, ResamplePolicy(), shuffle=True, seed=42) != plan(turns, ResamplePolicy(), shuffle=True, seed=1)
+    assert (
+        shuffled
+        == plan(turns, ResamplePolicy(), shuffle=True, seed=42)
+        != plan(turns, ResamplePolicy(), shuffle=True, seed=1)
+    )
     assert list(permutation(5, 3)) == list(np.random.RandomState(3).permutation(5))
 
 
 def test_bucket_stats():
     assert bucket_stats([50, 51, 100, 101], ResamplePolicy()) == {
-        "turn_buckets": {"original": {"0-50": 1, "51-100": 2, ">100": 1}, "resampled": {"0-50": 1, "51-100": 4, ">100": 5}},
+        "turn_buckets": {
+            "original": {"0-50": 1, "51-100": 2, ">100": 1},
+            "resampled": {"0-50": 1, "51-100": 4, ">100": 5},
+        },
         "multiplier_distribution": {"1": 1, "2": 2, "5": 1},
     }
 
@@ -49,8 +74,14 @@ def test_split_groups_by_key():
 
 
 def test_resample_table_and_write_train_val(tmp_path):
-    table = pa.table({"question": ["q1", "q2", "q3", "q4"], "gt": ["a"] * 4, "_turns": [3, 60, 120, 4],
-                      "messages": [[{"role": "user", "content": "x"}]] * 4})
+    table = pa.table(
+        {
+            "question": ["q1", "q2", "q3", "q4"],
+            "gt": ["a"] * 4,
+            "_turns": [3, 60, 120, 4],
+            "messages": [[{"role": "user", "content": "x"}]] * 4,
+        }
+    )
     out = resample_table(table, ResamplePolicy(), shuffle=False)
     assert out.column("question").to_pylist() == ["q1", "q2", "q2", "q3", "q3", "q3", "q3", "q3", "q4"]
     assert out.column("_sample_copy").to_pylist() == [0, 0, 1, 0, 1, 2, 3, 4, 0]

@@ -1,4 +1,5 @@
-"""The search-text parser (spec sft-data.md §2.6) on the §7 search fixture, in both modes."""
+"""The search-text parser (DR-Venus's ``parse_search_results``) on a search text with every hard case, in both
+modes."""
 
 from __future__ import annotations
 
@@ -39,13 +40,26 @@ Only snippet.
 
 def test_reference_parser_quirks_included():
     assert json.loads(parse_search_reference(TEXT)) == [
-        {"query": "O'Brien's \"law\"", "web_page_info_list": [
-            {"title": "Title [with] brackets", "url": "https://en.wikipedia.org/wiki/Law_(physics)",
-             "snippet": "Source: Wikipedia\nFirst snippet line.\nsecond line."},  # §6.3b Source kept
-            {"title": "Second", "url": "https://b.org", "snippet": "Trailing text\nBody.\n======="},  # §6.3a leak
-        ]},
+        {
+            "query": "O'Brien's \"law\"",
+            "web_page_info_list": [
+                {
+                    "title": "Title [with] brackets",
+                    "url": "https://en.wikipedia.org/wiki/Law_(physics)",
+                    "snippet": "Source: Wikipedia\nFirst snippet line.\nsecond line.",
+                },  # Source line kept
+                {
+                    "title": "Second",
+                    "url": "https://b.org",
+                    "snippet": "Trailing text\nBody.\n=======",
+                },  # separator leaks
+            ],
+        },
         {"query": "zero results query", "web_page_info_list": []},
-        {"query": "third", "web_page_info_list": [{"title": "Only", "url": "https://c.org", "snippet": "Only snippet."}]},
+        {
+            "query": "third",
+            "web_page_info_list": [{"title": "Only", "url": "https://c.org", "snippet": "Only snippet."}],
+        },
     ]
     assert parse_search_reference(TEXT) == json.dumps(json.loads(parse_search_reference(TEXT)), ensure_ascii=False)
 
@@ -62,10 +76,19 @@ def test_strict_parser_fixes():
 
 def test_strict_parser_keeps_failed_query_blocks():
     failed = "No results found for 'it's rare'. Try with a more general query."
-    text = f"A Google search for 'a' found 1 results:\n## Web Results\n1. [T](u)\ns\n=======\n{failed}\n=======\nSearch timeout"
+    text = (
+        "A Google search for 'a' found 1 results:\n## Web Results\n1. [T](u)\ns\n"
+        f"=======\n{failed}\n=======\nSearch timeout"
+    )
     ref = json.loads(parse_search_reference(text))
-    assert ref == [{"query": "a", "web_page_info_list": [
-        {"title": "T", "url": "u", "snippet": f"s\n=======\n{failed}\n=======\nSearch timeout"}]}]  # failures glued on
+    assert ref == [
+        {
+            "query": "a",
+            "web_page_info_list": [
+                {"title": "T", "url": "u", "snippet": f"s\n=======\n{failed}\n=======\nSearch timeout"}
+            ],
+        }
+    ]  # failures glued on
     fixes = Counter()
     strict = json.loads(parse_search_strict(text, ["a", "it's rare", "third q"], fixes))
     assert strict == [
@@ -79,9 +102,11 @@ def test_strict_parser_keeps_failed_query_blocks():
 def test_no_header_single_block():
     text = "## Web Results\n1. [T](https://t.org)\nsnip"
     assert json.loads(parse_search_reference(text)) == [
-        {"query": "", "web_page_info_list": [{"title": "T", "url": "https://t.org", "snippet": "snip"}]}]
+        {"query": "", "web_page_info_list": [{"title": "T", "url": "https://t.org", "snippet": "snip"}]}
+    ]
     assert json.loads(parse_search_strict(text, ["q"])) == [
-        {"query": "q", "web_page_info_list": [{"title": "T", "url": "https://t.org", "snippet": "snip"}]}]
+        {"query": "q", "web_page_info_list": [{"title": "T", "url": "https://t.org", "snippet": "snip"}]}
+    ]
 
 
 def test_result_header_parsing():

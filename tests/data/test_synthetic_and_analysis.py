@@ -13,9 +13,17 @@ from venus_utils.data.resample import ResamplePolicy
 
 def test_generator_is_seeded_and_raw_schema(tmp_path):
     a = list(synthetic.raw_rows(5, seed=1, spec=synthetic.SMALL))
-    assert a == list(synthetic.raw_rows(5, seed=1, spec=synthetic.SMALL)) != list(synthetic.raw_rows(5, seed=2, spec=synthetic.SMALL))
+    assert (
+        a
+        == list(synthetic.raw_rows(5, seed=1, spec=synthetic.SMALL))
+        != list(synthetic.raw_rows(5, seed=2, spec=synthetic.SMALL))
+    )
     paths = synthetic.write_raw_shards(tmp_path, 23, seed=0, spec=synthetic.SMALL, rows_per_file=10, row_group_rows=4)
-    assert [p.name for p in paths] == ["train-00000-of-00003.parquet", "train-00001-of-00003.parquet", "train-00002-of-00003.parquet"]
+    assert [p.name for p in paths] == [
+        "train-00000-of-00003.parquet",
+        "train-00001-of-00003.parquet",
+        "train-00002-of-00003.parquet",
+    ]
     pf = pq.ParquetFile(paths[0])
     assert pf.schema_arrow.equals(synthetic.raw_schema()) and pf.metadata.num_row_groups == 3
     assert sum(pq.ParquetFile(p).metadata.num_rows for p in paths) == 23
@@ -32,26 +40,55 @@ def test_realistic_sizes_and_buckets():
 
 
 def test_every_defect_reaches_the_cleaner(tmp_path):
-    spec = synthetic.SyntheticSpec(min_turns=3, max_turns=12, medium_share=0, long_share=0, think_words=(3, 6),
-                                   results_per_search=(1, 2), snippet_words=(2, 4), visit_words=(3, 6), defect_rate=0.25)
+    spec = synthetic.SyntheticSpec(
+        min_turns=3,
+        max_turns=12,
+        medium_share=0,
+        long_share=0,
+        think_words=(3, 6),
+        results_per_search=(1, 2),
+        snippet_words=(2, 4),
+        visit_words=(3, 6),
+        defect_rate=0.25,
+    )
     synthetic.write_raw_shards(tmp_path / "raw", 120, seed=0, spec=spec)
-    stats = run_clean(CleanConfig(input=tmp_path / "raw", output_dir=tmp_path / "out", progress=False, workers=1, keep_intermediate=True))
-    ref = run_clean(CleanConfig(input=tmp_path / "raw", output_dir=tmp_path / "ref", compat="reference", progress=False, workers=1))
+    stats = run_clean(
+        CleanConfig(
+            input=tmp_path / "raw", output_dir=tmp_path / "out", progress=False, workers=1, keep_intermediate=True
+        )
+    )
+    ref = run_clean(
+        CleanConfig(input=tmp_path / "raw", output_dir=tmp_path / "ref", compat="reference", progress=False, workers=1)
+    )
     fixes = stats["strict_fixes"]
-    for name in ("answer_nested_open_removed", "search_separator_removed", "search_source_line_removed", "search_failure_kept",
-                 "multiple_tool_calls_rejected", "visit_goal_in_dedup", "raw_leading_system_used", "tool_role_as_response"):
+    for name in (
+        "answer_nested_open_removed",
+        "search_separator_removed",
+        "search_source_line_removed",
+        "search_failure_kept",
+        "multiple_tool_calls_rejected",
+        "visit_goal_in_dedup",
+        "raw_leading_system_used",
+        "tool_role_as_response",
+    ):
         assert fixes[name] > 0, name
     for reason in ("missing_question_or_gt", "ends_without_answer", "final_missing_answer", "incorrect_answer"):
         assert stats["drop_reasons"].get(reason, 0) > 0, reason
     assert ref["drop_reasons"]["raw_clean_failed"] > 0
     assert ref["pruned_tool_name_counts"].keys() == {"PythonInterpreter", "google_scholar"}
-    assert ref["duplicate_tool_turns_removed"] > 0 and stats["turns_removed_in_valid_rows"]["tool_turn_missing_think"] > 0
+    assert (
+        ref["duplicate_tool_turns_removed"] > 0 and stats["turns_removed_in_valid_rows"]["tool_turn_missing_think"] > 0
+    )
 
     # notebook 01 helpers
     rows = list(synthetic.raw_rows(120, seed=0, spec=spec))
     examples = analysis.rule_examples(rows)
-    assert {"tool call standardised", "turn without reasoning dropped", "multi-query search: '=======' leak",
-            "failed query in a search"} <= set(examples["rule"])
+    assert {
+        "tool call standardised",
+        "turn without reasoning dropped",
+        "multi-query search: '=======' leak",
+        "failed query in a search",
+    } <= set(examples["rule"])
     assert "<table>" in analysis.side_by_side_html(examples)
     table = analysis.drop_reason_table({"strict": stats, "reference": ref})
     assert table.loc["(source)", "strict"] == 120 and table.loc["(kept)", "reference"] == ref["rows"]["kept"]

@@ -12,12 +12,14 @@ import time
 import pytest
 
 from venus_utils import protocol
-from venus_utils.demo.runner import DemoSettings, Run, RunSlots, agent_run_fn
+from venus_utils.demo.runs import DemoSettings, Run, RunSlots, agent_run_fn
 
 from .conftest import run_threads
 
-pytestmark = [pytest.mark.filterwarnings("ignore:'future.no_silent_downcasting'"),
-              pytest.mark.filterwarnings("ignore:The copy keyword is deprecated")]
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:'future.no_silent_downcasting'"),
+    pytest.mark.filterwarnings("ignore:The copy keyword is deprecated"),
+]
 
 
 def _wait_for(condition, timeout: float, what: str) -> None:
@@ -34,8 +36,14 @@ def test_stop_ends_a_local_generation_in_progress(micro_run, model_copy, monkeyp
     from venus_utils.agent.backends import TransformersBackend
 
     folder = model_copy(suppress_eos=True)
-    settings = DemoSettings(model="checkpoint", checkpoint=str(folder), world_dir=str(micro_run / "00_setup" / "world"),
-                            max_steps=5, max_new_tokens=15_000, system_prompt_style="compact").validated()
+    settings = DemoSettings(
+        model="checkpoint",
+        checkpoint=str(folder),
+        world_dir=str(micro_run / "00_setup" / "world"),
+        max_steps=5,
+        max_new_tokens=15_000,
+        system_prompt_style="compact",
+    ).validated()
     generating = threading.Event()
     original = TransformersBackend.generate_ids
 
@@ -77,7 +85,7 @@ def endless(messages):
     """A slow scripted model that never stops searching."""
     time.sleep(0.2)
     n = sum(m["role"] == "assistant" for m in messages)
-    return protocol.tool_turn(f"Still looking ({n}).", "search", {"query": [f"city {n}"]})[len("<think>\n"):]
+    return protocol.tool_turn(f"Still looking ({n}).", "search", {"query": [f"city {n}"]})[len("<think>\n") :]
 
 
 def test_cancelled_clients_stop_their_runs_and_stay_within_the_limit(micro_run):
@@ -93,11 +101,13 @@ def test_cancelled_clients_stop_their_runs_and_stay_within_the_limit(micro_run):
 
     limit = 2
     # 200 turns of 0.2 s: an uncancelled run goes on for 40 s or more, far past the 20 s a cancelled one is given
-    server = DemoServer(run_fn, DemoSettings(world_dir=str(micro_run / "00_setup" / "world"), max_steps=200),
-                        concurrency=limit)
+    server = DemoServer(
+        run_fn, DemoSettings(world_dir=str(micro_run / "00_setup" / "world"), max_steps=200), concurrency=limit
+    )
     demo = server.build()
-    _, url, _ = demo.launch(server_name="127.0.0.1", server_port=None, prevent_thread_lock=True, quiet=True,
-                            ssr_mode=False)
+    _, url, _ = demo.launch(
+        server_name="127.0.0.1", server_port=None, prevent_thread_lock=True, quiet=True, ssr_mode=False
+    )
     most, sampling = [0], threading.Event()
 
     def sample():
@@ -108,15 +118,30 @@ def test_cancelled_clients_stop_their_runs_and_stay_within_the_limit(micro_run):
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     try:
-        inputs = dict(model="tiny", checkpoint="", endpoint="", endpoint_model="model", endpoint_key="", tools="local",
-                      world_dir=str(micro_run / "00_setup" / "world"), serper_key="", jina_key="", summary_base="",
-                      summary_key="", summary_model="", max_steps=200)
+        inputs = dict(
+            model="tiny",
+            checkpoint="",
+            endpoint="",
+            endpoint_model="model",
+            endpoint_key="",
+            tools="local",
+            world_dir=str(micro_run / "00_setup" / "world"),
+            serper_key="",
+            jina_key="",
+            summary_base="",
+            summary_key="",
+            summary_model="",
+            max_steps=200,
+        )
         runs: list[Run] = []
         for i in range(6):
             client = client_mod.Client(url, verbose=False, analytics_enabled=False, download_files=False)
             job = client.submit(f"question {i}", *inputs.values(), api_name="/start")
-            _wait_for(lambda: any(r.question == f"question {i}" and r.status == "Running"
-                                  for r in server.runs.values()), 30, f"run {i} to start")
+            _wait_for(
+                lambda i=i: any(r.question == f"question {i}" and r.status == "Running" for r in server.runs.values()),
+                30,
+                f"run {i} to start",
+            )
             runs.append(next(r for r in server.runs.values() if r.question == f"question {i}"))
             job.cancel()
         for run in runs:

@@ -12,18 +12,43 @@ from venus_utils.demo.display import LiveCards, show_trace
 
 
 def _trace():
-    search_body = protocol.search_results_json([
-        ("capital of France", [{"title": "Paris - Wiki", "url": "https://en.wikipedia.org/wiki/Paris", "snippet": "Paris is the capital"}]),
-        ("no such thing", []),
-    ])
-    visit_body = protocol.visit_result_text("https://en.wikipedia.org/wiki/Paris", "find capital", "Paris is the capital.",
-                                            evidence="Paris is the capital and largest city of France.")
+    search_body = protocol.search_results_json(
+        [
+            (
+                "capital of France",
+                [
+                    {
+                        "title": "Paris - Wiki",
+                        "url": "https://en.wikipedia.org/wiki/Paris",
+                        "snippet": "Paris is the capital",
+                    }
+                ],
+            ),
+            ("no such thing", []),
+        ]
+    )
+    visit_body = protocol.visit_result_text(
+        "https://en.wikipedia.org/wiki/Paris",
+        "find capital",
+        "Paris is the capital.",
+        evidence="Paris is the capital and largest city of France.",
+    )
     return [
         {"role": "system", "content": protocol.system_prompt()},
         {"role": "user", "content": "What is the capital of France?"},
-        {"role": "assistant", "content": protocol.tool_turn("Search first.", "search", {"query": ["capital of France", "no such thing"]})},
+        {
+            "role": "assistant",
+            "content": protocol.tool_turn(
+                "Search first.", "search", {"query": ["capital of France", "no such thing"]}
+            ),
+        },
         {"role": "user", "content": protocol.wrap_tool_response(search_body)},
-        {"role": "assistant", "content": protocol.tool_turn("Open it.", "visit", {"url": ["https://en.wikipedia.org/wiki/Paris"], "goal": "find capital"})},
+        {
+            "role": "assistant",
+            "content": protocol.tool_turn(
+                "Open it.", "visit", {"url": ["https://en.wikipedia.org/wiki/Paris"], "goal": "find capital"}
+            ),
+        },
         {"role": "user", "content": protocol.wrap_tool_response(visit_body)},
         {"role": "assistant", "content": "<think>\noops\n</think>\n<tool_call>\n{not json\n</tool_call>"},
         {"role": "user", "content": protocol.wrap_tool_response(protocol.MALFORMED_INFERENCE)},
@@ -40,8 +65,14 @@ def test_steps_from_messages():
     assert search.queries == ["capital of France", "no such thing"] and not search.pending
     assert search.results[0]["hits"][0]["url"] == "https://en.wikipedia.org/wiki/Paris"
     assert search.results[1]["hits"] == [] and "No results" in search.results[1]["error"]
-    assert visit.results == [{"url": "https://en.wikipedia.org/wiki/Paris", "goal": "find capital",
-                              "evidence": "Paris is the capital and largest city of France.", "summary": "Paris is the capital."}]
+    assert visit.results == [
+        {
+            "url": "https://en.wikipedia.org/wiki/Paris",
+            "goal": "find capital",
+            "evidence": "Paris is the capital and largest city of France.",
+            "summary": "Paris is the capital.",
+        }
+    ]
     assert "not valid JSON" in error.text and "ERROR!" in error.text
     assert "maximum number of tool calls" in note.text
     assert answer.text == "Paris" and answer.think == "It is Paris." and answer.turn == 4
@@ -50,8 +81,9 @@ def test_steps_from_messages():
 def test_pending_call_and_multi_url_visit():
     msgs = _trace()[:3]
     assert cards.steps_from_messages(msgs)[-1].pending
-    body = protocol.TOOL_SEPARATOR.join([protocol.visit_result_text("http://a.org", "g", "A"),
-                                        protocol.visit_failed_text("http://b.org", "g")])
+    body = protocol.TOOL_SEPARATOR.join(
+        [protocol.visit_result_text("http://a.org", "g", "A"), protocol.visit_failed_text("http://b.org", "g")]
+    )
     parsed = cards.parse_visit_result(body)
     assert [p["url"] for p in parsed] == ["http://a.org", "http://b.org"]
     assert parsed[0]["evidence"] == "" and parsed[0]["summary"] == "A"

@@ -5,27 +5,56 @@ from __future__ import annotations
 
 import pytest
 
-from venus_utils.demo.runner import DemoSettings, InputError, check_endpoint, is_loopback, normalize_base_url
+from venus_utils.demo.runs import DemoSettings, InputError, check_endpoint, is_loopback, normalize_base_url
 
 
-@pytest.mark.parametrize("host,loopback", [
-    ("127.0.0.1", True), ("127.1.2.3", True), ("localhost", True), ("::1", True), ("[::1]", True),
-    ("0.0.0.0", False), ("", False), ("::", False), ("192.168.1.10", False), ("demo.example.org", False),
-    ("localhost.example.org", False), ("0x7f000001", False),
-])
+@pytest.mark.parametrize(
+    "host,loopback",
+    [
+        ("127.0.0.1", True),
+        ("127.1.2.3", True),
+        ("localhost", True),
+        ("::1", True),
+        ("[::1]", True),
+        ("0.0.0.0", False),
+        ("", False),
+        ("::", False),
+        ("192.168.1.10", False),
+        ("demo.example.org", False),
+        ("localhost.example.org", False),
+        ("0x7f000001", False),
+    ],
+)
 def test_is_loopback(host, loopback):
     assert is_loopback(host) is loopback
 
 
-@pytest.mark.parametrize("url", ["http://127.0.0.1:6001", "http://localhost:8000/v1/", "http://[::1]:9/v1",
-                                 "https://gpu-box.lan:6001/v1/chat/completions", "http://GPU-BOX.lan:6001/v1"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:6001",
+        "http://localhost:8000/v1/",
+        "http://[::1]:9/v1",
+        "https://gpu-box.lan:6001/v1/chat/completions",
+        "http://GPU-BOX.lan:6001/v1",
+    ],
+)
 def test_check_endpoint_allows_loopback_and_the_configured_endpoint(url):
     assert check_endpoint(url, ["http://gpu-box.lan:6001/v1", "https://gpu-box.lan:6001"]).endswith("/v1")
 
 
-@pytest.mark.parametrize("url", ["http://10.0.0.5:8000/v1", "http://169.254.169.254/latest", "http://gpu-box.lan:6002/v1",
-                                 "http://127.0.0.1@10.0.0.5:8000/v1", "http://localhost.attacker.example/v1",
-                                 "https://gpu-box.lan:6001/admin", "http://0x7f000001:8000/v1"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://10.0.0.5:8000/v1",
+        "http://169.254.169.254/latest",
+        "http://gpu-box.lan:6002/v1",
+        "http://127.0.0.1@10.0.0.5:8000/v1",
+        "http://localhost.attacker.example/v1",
+        "https://gpu-box.lan:6001/admin",
+        "http://0x7f000001:8000/v1",
+    ],
+)
 def test_check_endpoint_refuses_other_urls(url):
     with pytest.raises(InputError, match="--allow-any-endpoint"):
         check_endpoint(url, ["http://gpu-box.lan:6001/v1"])
@@ -51,7 +80,9 @@ def requests_made(monkeypatch):
 def test_check_service_refuses_urls_outside_the_configured_endpoints(requests_made):
     from venus_utils.demo.app import DemoServer
 
-    server = DemoServer(run_fn=lambda *a: {}, defaults=DemoSettings(model="endpoint", endpoint="http://gpu-box.lan:6001"))
+    server = DemoServer(
+        run_fn=lambda *a: {}, defaults=DemoSettings(model="endpoint", endpoint="http://gpu-box.lan:6001")
+    )
     refused = server.check_service("http://10.0.0.5:8000/v1", "")
     assert refused.startswith("❌") and "not an endpoint this demo may contact" in refused
     assert "--allow-any-endpoint" in refused and requests_made == []
@@ -68,9 +99,21 @@ def test_a_run_on_a_refused_endpoint_does_not_start(requests_made):
 
     calls = []
     server = DemoServer(run_fn=lambda *a: calls.append(a) or {})
-    base = dict(model="endpoint", checkpoint="", endpoint="http://10.0.0.5:8000/v1", endpoint_model="model",
-                endpoint_key="", tools="local", world_dir="", serper_key="", jina_key="", summary_base="",
-                summary_key="", summary_model="", max_steps=3)
+    base = dict(
+        model="endpoint",
+        checkpoint="",
+        endpoint="http://10.0.0.5:8000/v1",
+        endpoint_model="model",
+        endpoint_key="",
+        tools="local",
+        world_dir="",
+        serper_key="",
+        jina_key="",
+        summary_base="",
+        summary_key="",
+        summary_model="",
+        max_steps=3,
+    )
     for changes in ({}, dict(model="tiny", tools="web", summary_base="http://10.0.0.6:8000/v1")):
         updates = list(server.start("Where?", **{**base, **changes}))
         assert len(updates) == 1 and "not an endpoint this demo may contact" in updates[0][2]

@@ -1,5 +1,6 @@
 """The demo talks to a trained model in the prompt it was trained with (its ``venus_agent.json``), with its limits,
-unless the user (the UI's "System prompt" choice, the turn slider) or the operator (``--max-steps``...) says otherwise."""
+unless the user (the UI's "System prompt" choice, the turn slider) or the operator (``--max-steps``...) says
+otherwise."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import threading
 import pytest
 
 from venus_utils import protocol
-from venus_utils.demo.runner import DemoSettings, agent_run_fn, default_settings
+from venus_utils.demo.runs import DemoSettings, agent_run_fn, default_settings
 
 COMPACT = protocol.system_prompt(protocol.DEFAULT_DATE, style="compact")
 DR_VENUS = protocol.system_prompt(protocol.DEFAULT_DATE, style="dr-venus")
@@ -23,8 +24,9 @@ def rl_run(micro_run, model_copy, tmp_path):
     run.mkdir()
     (run / "00_setup").symlink_to(micro_run / "00_setup", target_is_directory=True)
     model = model_copy().rename(run / "04_igpo_rl")
-    (model / "venus_agent.json").write_text(json.dumps(
-        {"system_prompt_style": "compact", "max_turns": 2, "max_new_tokens": 16, "stage": "rl"}))
+    (model / "venus_agent.json").write_text(
+        json.dumps({"system_prompt_style": "compact", "max_turns": 2, "max_new_tokens": 16, "stage": "rl"})
+    )
     return run
 
 
@@ -68,13 +70,14 @@ def test_the_users_choice_overrides_the_model(rl_run):
 
 
 def test_a_model_without_the_file_runs_with_the_demo_fallback(micro_run, model_copy):
-    from venus_utils.demo.runner import agent_settings
+    from venus_utils.demo.runs import agent_settings
 
     folder = model_copy()
     found = agent_settings(DemoSettings(model="checkpoint", checkpoint=str(folder)).validated(), str(folder))
     assert (found.system_prompt_style, found.max_turns, found.max_new_tokens) == ("dr-venus", 20, 2048)
-    (folder / "venus_agent.json").write_text(json.dumps({"system_prompt_style": "compact", "max_turns": 500,
-                                                         "max_new_tokens": 50_000}))
+    (folder / "venus_agent.json").write_text(
+        json.dumps({"system_prompt_style": "compact", "max_turns": 500, "max_new_tokens": 50_000})
+    )
     big = agent_settings(DemoSettings(model="checkpoint", checkpoint=str(folder)).validated(), str(folder))
     assert (big.system_prompt_style, big.max_turns, big.max_new_tokens) == ("compact", 200, 15_000)  # demo's bounds
     for bad in (dict(system_prompt_style="short"), dict(max_new_tokens=8)):
@@ -86,16 +89,30 @@ def test_the_ui_offers_the_prompt_choice_and_follows_the_chosen_model(rl_run, mi
     from venus_utils.demo.app import DemoServer
 
     seen = []
-    server = DemoServer(run_fn=lambda q, settings, on_messages, stop: seen.append(settings) or {},
-                        defaults=default_settings(rl_run).validated())
+    server = DemoServer(
+        run_fn=lambda q, settings, on_messages, stop: seen.append(settings) or {},
+        defaults=default_settings(rl_run).validated(),
+    )
     turns, note = server.model_defaults("tiny", "")
     assert turns == 2 and "prompt compact" in note
     base_model = str(micro_run / "00_setup" / "tiny_model")
     turns, note = server.model_defaults("checkpoint", base_model)  # no venus_agent.json: the demo's fallback
     assert turns == 20 and "prompt dr-venus" in note
-    inputs = dict(model="tiny", checkpoint="", endpoint="", endpoint_model="model", endpoint_key="", tools="local",
-                  world_dir=str(rl_run / "00_setup" / "world"), serper_key="", jina_key="", summary_base="",
-                  summary_key="", summary_model="", max_steps=2)
+    inputs = dict(
+        model="tiny",
+        checkpoint="",
+        endpoint="",
+        endpoint_model="model",
+        endpoint_key="",
+        tools="local",
+        world_dir=str(rl_run / "00_setup" / "world"),
+        serper_key="",
+        jina_key="",
+        summary_base="",
+        summary_key="",
+        summary_model="",
+        max_steps=2,
+    )
     list(server.start("Where?", **inputs, system_prompt_style="compact"))
     list(server.start("Where?", **inputs))
     assert [s.system_prompt_style for s in seen] == ["compact", "auto"]

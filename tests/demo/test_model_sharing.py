@@ -12,8 +12,9 @@ import threading
 import time
 
 import pytest
+from safetensors import SafetensorError
 
-from venus_utils.demo.runner import DemoSettings, Run, agent_run_fn, make_backend
+from venus_utils.demo.runs import DemoSettings, Run, agent_run_fn, make_backend
 
 
 @pytest.fixture
@@ -82,8 +83,9 @@ def test_concurrent_loads_wait_for_one_load_and_share_the_model(model_copy, coun
 
 def test_different_models_load_in_turn(model_copy, counted_loads):
     folders = [model_copy(), model_copy()]
-    backends = _at_once(4, lambda i: make_backend(DemoSettings(model="checkpoint", checkpoint=str(folders[i % 2]))
-                                                  .validated()))
+    backends = _at_once(
+        4, lambda i: make_backend(DemoSettings(model="checkpoint", checkpoint=str(folders[i % 2])).validated())
+    )
     assert not [b for b in backends if isinstance(b, Exception)], backends
     assert counted_loads["most_at_once"] == 1 and counted_loads["calls"] == 2
     assert backends[0].model is backends[2].model and backends[1].model is backends[3].model
@@ -98,7 +100,7 @@ def test_a_failed_load_is_tried_again(model_copy, counted_loads):
     good = weights.read_bytes()
     weights.write_bytes(b"not a safetensors file")
     for _ in range(2):  # each call tries (nothing broken is remembered)
-        with pytest.raises(Exception):
+        with pytest.raises(SafetensorError):
             load_pretrained(folder)
     assert counted_loads["calls"] == 2
     weights.write_bytes(good)  # the operator repairs the folder: the next load works, no restart needed
@@ -118,8 +120,14 @@ def test_a_folder_saved_again_is_loaded_again(model_copy, counted_loads):
 def test_two_demo_runs_at_once_on_the_tiny_model(micro_run, model_copy, counted_loads):
     """Two users press Start at once: both runs work (no meta-tensor error) on one loaded model."""
     folder = model_copy()
-    settings = DemoSettings(model="checkpoint", checkpoint=str(folder), world_dir=str(micro_run / "00_setup" / "world"),
-                            max_steps=2, max_new_tokens=16, system_prompt_style="compact").validated()
+    settings = DemoSettings(
+        model="checkpoint",
+        checkpoint=str(folder),
+        world_dir=str(micro_run / "00_setup" / "world"),
+        max_steps=2,
+        max_new_tokens=16,
+        system_prompt_style="compact",
+    ).validated()
     runs = _at_once(2, lambda i: Run("Where was the founder born?", settings, agent_run_fn).start())
     for run in runs:
         assert run.wait(120), "a run did not finish"

@@ -27,13 +27,22 @@ if CHROMIUM is None:
 
 from venus_utils.agent.backends import ScriptedBackend  # noqa: E402
 from venus_utils.demo.app import DemoServer  # noqa: E402
-from venus_utils.demo.runner import DemoSettings, agent_run_fn  # noqa: E402
+from venus_utils.demo.runs import DemoSettings, agent_run_fn  # noqa: E402
 
-pytestmark = [pytest.mark.filterwarnings("ignore:'future.no_silent_downcasting'"),
-              pytest.mark.filterwarnings("ignore:The copy keyword is deprecated")]
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:'future.no_silent_downcasting'"),
+    pytest.mark.filterwarnings("ignore:The copy keyword is deprecated"),
+]
 
-BROWSER_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync", "--no-first-run"]
+BROWSER_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 
 def researcher(messages: list[dict]) -> str:
@@ -41,20 +50,22 @@ def researcher(messages: list[dict]) -> str:
     assistant_turns = sum(m["role"] == "assistant" for m in messages)
     question = messages[1]["content"]
     if assistant_turns == 0:
-        return protocol.tool_turn("I will search for it.", "search", {"query": [question]})[len("<think>\n"):]
+        return protocol.tool_turn("I will search for it.", "search", {"query": [question]})[len("<think>\n") :]
     last = protocol.TOOL_RESPONSE_RE.search(messages[-1]["content"]).group(1).strip()
     if assistant_turns == 1:
         hit = json.loads(last)[0]["web_page_info_list"][0]
         researcher.title = hit["title"]
-        return protocol.tool_turn("Open the top hit.", "visit", {"url": [hit["url"]], "goal": question})[len("<think>\n"):]
-    return protocol.answer_turn("The page answers it.", f"{researcher.title}")[len("<think>\n"):]
+        return protocol.tool_turn("Open the top hit.", "visit", {"url": [hit["url"]], "goal": question})[
+            len("<think>\n") :
+        ]
+    return protocol.answer_turn("The page answers it.", f"{researcher.title}")[len("<think>\n") :]
 
 
 def endless(messages: list[dict]) -> str:
     """A slow model that never stops searching (for the Stop button)."""
     time.sleep(0.3)
     n = sum(m["role"] == "assistant" for m in messages)
-    return protocol.tool_turn(f"Still looking ({n}).", "search", {"query": [f"city number {n}"]})[len("<think>\n"):]
+    return protocol.tool_turn(f"Still looking ({n}).", "search", {"query": [f"city number {n}"]})[len("<think>\n") :]
 
 
 def _free_port() -> int:
@@ -86,8 +97,9 @@ def server(world):
     srv.seen_settings = seen_settings
     demo = srv.build()
     port = _free_port()
-    _, url, _ = demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
-                            ssr_mode=False)
+    _, url, _ = demo.launch(
+        server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True, ssr_mode=False
+    )
     srv.url = url
     yield srv
     demo.close()

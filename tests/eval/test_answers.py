@@ -7,18 +7,21 @@ import pytest
 from venus_utils.eval import answers
 
 
-@pytest.mark.parametrize("text,expected", [
-    ("The Eiffel Tower!", "eiffel tower"),
-    ("**13,186** seats", "13186 seats"),
-    ("1,234,567", "1234567"),
-    ("2,3", "2 3"),
-    ("Wal-Mart  Stores,\tInc.", "wal mart stores inc"),
-    ("Ｔｏｋｙｏ", "tokyo"),  # NFKC
-    ("北京大学", "北 京 大 学"),  # CJK characters are tokens
-    ("an apple a day", "apple day"),
-    ("snake_case", "snake case"),
-    (None, ""),
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("The Eiffel Tower!", "eiffel tower"),
+        ("**13,186** seats", "13186 seats"),
+        ("1,234,567", "1234567"),
+        ("2,3", "2 3"),
+        ("Wal-Mart  Stores,\tInc.", "wal mart stores inc"),
+        ("Ｔｏｋｙｏ", "tokyo"),  # NFKC
+        ("北京大学", "北 京 大 学"),  # CJK characters are tokens
+        ("an apple a day", "apple day"),
+        ("snake_case", "snake case"),
+        (None, ""),
+    ],
+)
 def test_normalize(text, expected):
     assert answers.normalize_answer(text) == expected
 
@@ -52,11 +55,17 @@ def test_contains_and_spans():
     assert answers.contains_answer("It was founded in 1805 by Godwin.", "1805")
     assert not answers.contains_answer("It was 18050", "1805")
     text = "**Abdal Latif Sultan (also known as Afak Khan)** – the second son\nmore"
-    assert answers.answer_spans(text) == [text, "Abdal Latif Sultan (also known as Afak Khan)", "**Abdal Latif Sultan (also known as Afak Khan)** – the second son"]
+    assert answers.answer_spans(text) == [
+        text,
+        "Abdal Latif Sultan (also known as Afak Khan)",
+        "**Abdal Latif Sultan (also known as Afak Khan)** – the second son",
+    ]
     # DR-Venus's shared examples: correct answers phrased differently score >= 0.5 on their stated part
-    for answer, gt in [("**1805**  \n\nThe firm was founded in **1805** by Godwin.", "1805"),
-                       ("**13,186** (the official all-seated capacity).", "Capacity: 13,186"),
-                       ("It is **“Oh, the Mysterious”** (also known as **“Doubtful Victory”**).", "Doubtful Victory"),
-                       ("**Buffy the Vampire Slayer Season Eight** (commonly *Season Eight*).", "Buffy the Vampire Slayer comics")]:
+    for answer, gt in [
+        ("**1805**  \n\nThe firm was founded in **1805** by Godwin.", "1805"),
+        ("**13,186** (the official all-seated capacity).", "Capacity: 13,186"),
+        ("It is **“Oh, the Mysterious”** (also known as **“Doubtful Victory”**).", "Doubtful Victory"),
+        ("**Buffy the Vampire Slayer Season Eight** (commonly *Season Eight*).", "Buffy the Vampire Slayer comics"),
+    ]:
         assert answers.best_span_f1(answer, gt) >= 0.5, (answer, gt)
     assert answers.best_span_f1("**Berlin** is the capital", "Paris") == 0.0

@@ -1,4 +1,5 @@
-"""The one held-out evaluation: a fixed question set per run, greedy scoring, and the statistics that compare models."""
+"""The one held-out evaluation: a fixed question set per run, greedy scoring, and the statistics that compare
+models."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ def test_paired_comparison_counts_fixed_and_broken_and_calls_noise_noise():
     before = pd.Series(rng.random(600) < 0.5, index=ids)
     after = before.copy()
     flip = rng.choice(600, size=40, replace=False)
-    after.iloc[flip[:22]] = True   # fixed where it was wrong
+    after.iloc[flip[:22]] = True  # fixed where it was wrong
     after.iloc[flip[22:]] = False  # broken where it was right
     r = paired_comparison(before, after)
     assert r["n"] == 600 and r["fixed"] + r["broken"] <= 40 and r["both_right"] + r["both_wrong"] >= 560
@@ -50,8 +51,14 @@ def test_only_common_questions_are_paired():
 
 
 def test_tables_break_down_by_subworld_and_hops():
-    per = pd.DataFrame({"id": list("abcdef"), "correct": [1, 1, 0, 0, 1, 0], "hops": [2, 2, 3, 3, 2, 3],
-                        "subworld": ["trained"] * 4 + ["held-out"] * 2})
+    per = pd.DataFrame(
+        {
+            "id": list("abcdef"),
+            "correct": [1, 1, 0, 0, 1, 0],
+            "hops": [2, 2, 3, 3, 2, 3],
+            "subworld": ["trained"] * 4 + ["held-out"] * 2,
+        }
+    )
     t = accuracy_table(per)
     assert list(t["group"]) == ["all", "subworld", "subworld", "hops", "hops"]
     assert t.set_index(["group", "value"]).loc[("hops", "2"), "accuracy"] == 1.0
@@ -89,16 +96,46 @@ def test_greedy_evaluation_scores_every_question_with_the_judge_and_is_determini
     qa = heldout_questions(run, run / "world", 6, seed=2)
     settings = EvalSettings(max_turns=2, max_new_tokens=16, workers=6)
     judge = Judge.from_env("offline")
-    a = evaluate_model(run / "model", qa, tmp_path / "a.parquet", settings, world_dir=run / "world", judge=judge,
-                       progress=False)
-    b = evaluate_model(run / "model", qa, tmp_path / "b.parquet", settings,
-                       world_dir=run / "world", judge=judge, progress=False)
+    a = evaluate_model(
+        run / "model", qa, tmp_path / "a.parquet", settings, world_dir=run / "world", judge=judge, progress=False
+    )
+    b = evaluate_model(
+        run / "model", qa, tmp_path / "b.parquet", settings, world_dir=run / "world", judge=judge, progress=False
+    )
     assert len(a) == 6 and set(a["id"]) == set(qa["id"].astype(str))
     assert {"correct", "judge_method", "template", "hops", "subworld", "prediction"} <= set(a.columns)
     assert a.sort_values("id")["prediction"].tolist() == b.sort_values("id")["prediction"].tolist()  # greedy
-    again = evaluate_model(run / "model", qa, tmp_path / "a.parquet", settings, world_dir=None, tools=object(),
-                           judge=judge, progress=False)  # no tool is called: the scored answers are reused
+    again = evaluate_model(
+        run / "model",
+        qa,
+        tmp_path / "a.parquet",
+        settings,
+        world_dir=None,
+        tools=object(),
+        judge=judge,
+        progress=False,
+    )  # no tool is called: the scored answers are reused
     assert again["prediction"].tolist() == a["prediction"].tolist() and again["judge"].iloc[0] == judge.name
     s = summary(a)
     assert s["n"] == 6 and s["samples_per_question"] == 1 and s["by"][0]["group"] == "all"
     assert len(per_question(a)) == 6
+
+
+def _scored(correct: dict[str, list[int]]) -> pd.DataFrame:
+    rows = [{"id": q, "correct": float(c), "turns": 3} for q, cs in correct.items() for c in cs]
+    return pd.DataFrame(rows)
+
+
+def test_compare_pairs_models_by_question_and_compare_to_takes_every_rl_model():
+    from venus_utils.eval import heldout as ho
+
+    sft = _scored({"a": [1], "b": [0], "c": [0], "d": [1]})
+    rl = _scored({"d": [0], "c": [1], "b": [1], "a": [1]})  # other row order: paired by id, not position
+    cmp = ho.compare(sft, rl)
+    assert (cmp["fixed"], cmp["broken"], cmp["n"]) == (2, 1, 4)
+    assert cmp["accuracy_before"] == 0.5 and cmp["accuracy_after"] == 0.75
+    results = {"base": sft, "SFT": sft, "RL (IGPO)": rl, "RL (GRPO)": sft}
+    both = ho.compare_to(results)
+    assert set(both) == {"RL (IGPO)", "RL (GRPO)"}
+    assert both["RL (IGPO)"] == cmp and both["RL (GRPO)"]["fixed"] == both["RL (GRPO)"]["broken"] == 0
+    assert ho.compare_to({"RL (IGPO)": rl}) == {}

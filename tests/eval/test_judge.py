@@ -58,21 +58,40 @@ def server():
 
 @pytest.fixture
 def no_endpoint(monkeypatch):
-    for name in ("JUDGE_API_BASE", "API_BASE", "JUDGE_API_KEY", "API_KEY", "JUDGE_MODEL", "JUDGE_MODEL_NAME", "ENABLE_JUDGE_THINKING"):
+    for name in (
+        "JUDGE_API_BASE",
+        "API_BASE",
+        "JUDGE_API_KEY",
+        "API_KEY",
+        "JUDGE_MODEL",
+        "JUDGE_MODEL_NAME",
+        "ENABLE_JUDGE_THINKING",
+    ):
         monkeypatch.setenv(name, "")  # set (so .env files are not consulted) but empty
 
 
 def test_grader_prompt_is_browsecomp():
     prompt = J.grader_prompt("Q?", "A", "G")
-    assert prompt.startswith("Judge whether the following [response] to [question] is correct or not based on the precise")
+    assert prompt.startswith(
+        "Judge whether the following [response] to [question] is correct or not based on the precise"
+    )
     assert "[question]: Q?\n\n[response]: A\n" in prompt and "[correct_answer]: G\n" in prompt
     assert "confidence: The extracted confidence score between 0|\\%| and 100|\\%|" in prompt
     assert "any one of the following" in J.grader_prompt("Q", "A", "x<|answer_split|>y")
 
 
-@pytest.mark.parametrize("reply,verdict", [("reasoning...\ncorrect: yes\nconfidence: 90", True), ("correct: no", False),
-                                           ("**correct:** Yes", True), ("[correct_answer]: x\ncorrect: no", False),
-                                           ("incorrect: yes", None), ("<think>correct: yes</think>correct: no", False), ("", None)])
+@pytest.mark.parametrize(
+    "reply,verdict",
+    [
+        ("reasoning...\ncorrect: yes\nconfidence: 90", True),
+        ("correct: no", False),
+        ("**correct:** Yes", True),
+        ("[correct_answer]: x\ncorrect: no", False),
+        ("incorrect: yes", None),
+        ("<think>correct: yes</think>correct: no", False),
+        ("", None),
+    ],
+)
 def test_parse_verdict(reply, verdict):
     assert J.parse_verdict(reply) == verdict
 
@@ -80,11 +99,29 @@ def test_parse_verdict(reply, verdict):
 def test_offline_judge(no_endpoint):
     judge = J.Judge.from_env()
     assert judge.kind == "offline" and "offline judge" in judge.describe() and "JUDGE_API_BASE" in judge.describe()
-    out = judge.judge_many([("q", "The Beatles", "Beatles"), ("q", "**Paris** is the capital", "Paris<|answer_split|>x"),
-                            ("q", "Berlin", "Paris"), ("q", "", "Paris"), ("q", "answer here", "Paris")])
-    assert [(v.correct, v.method) for v in out] == [(True, "exact"), (True, "offline"), (False, "offline"), (False, "empty"), (False, "empty")]
+    out = judge.judge_many(
+        [
+            ("q", "The Beatles", "Beatles"),
+            ("q", "**Paris** is the capital", "Paris<|answer_split|>x"),
+            ("q", "Berlin", "Paris"),
+            ("q", "", "Paris"),
+            ("q", "answer here", "Paris"),
+        ]
+    )
+    assert [(v.correct, v.method) for v in out] == [
+        (True, "exact"),
+        (True, "offline"),
+        (False, "offline"),
+        (False, "empty"),
+        (False, "empty"),
+    ]
     assert out[2].judge == "offline-f1>=0.5"
-    assert J.Judge(offline_threshold=0.9).judge("q", "Buffy the Vampire Slayer Season Eight", "Buffy the Vampire Slayer comics").correct is False
+    assert (
+        J.Judge(offline_threshold=0.9)
+        .judge("q", "Buffy the Vampire Slayer Season Eight", "Buffy the Vampire Slayer comics")
+        .correct
+        is False
+    )
     with pytest.raises(ValueError, match="JUDGE_API_BASE"):
         J.Judge.from_env("llm")
 
@@ -95,18 +132,27 @@ def test_llm_judge_against_stand_in_server(server, no_endpoint, monkeypatch, tmp
     monkeypatch.setenv("JUDGE_MODEL", "stand-in-judge")
     judge = J.Judge.from_env(cache_path=tmp_path / "cache.sqlite", backoff=0)
     assert judge.kind == "llm" and "stand-in-judge" in judge.describe() and "sk-test-secret" not in judge.describe()
-    items = [("q1", "right", "gold"), ("q2", "wrong", "gold"), ("q3", "gold", "gold"), ("q4", "right", "a<|answer_split|>b")]
+    items = [
+        ("q1", "right", "gold"),
+        ("q2", "wrong", "gold"),
+        ("q3", "gold", "gold"),
+        ("q4", "right", "a<|answer_split|>b"),
+    ]
     verdicts = judge.judge_many(items)
     assert [(v.correct, v.method) for v in verdicts] == [(True, "llm"), (False, "llm"), (True, "exact"), (True, "llm")]
     assert len(server.requests) == 3  # the exact match needed no call
     req = server.requests[0]  # requests run concurrently: find them by content
     assert req["path"] == "/v1/chat/completions" and req["auth"] == "Bearer sk-test-secret"
-    assert req["body"]["model"] == "stand-in-judge" and req["body"]["temperature"] == 0.1 and req["body"]["top_p"] == 0.95
+    assert (
+        req["body"]["model"] == "stand-in-judge" and req["body"]["temperature"] == 0.1 and req["body"]["top_p"] == 0.95
+    )
     prompts = [r["body"]["messages"][0]["content"] for r in server.requests]
     assert any("[question]: q4" in p and "any one of the following (they are equivalent): a; b" in p for p in prompts)
     # cached on disk, keyed by (question, answer, gt, model): a new judge makes no call
     again = J.Judge.from_env(cache_path=tmp_path / "cache.sqlite").judge_many(items)
-    assert [v.correct for v in again] == [True, False, True, True] and all(v.cached for v in again if v.method == "llm")
+    assert [v.correct for v in again] == [True, False, True, True] and all(
+        v.cached for v in again if v.method == "llm"
+    )
     assert len(server.requests) == 3
     monkeypatch.setenv("JUDGE_MODEL", "another-model")
     J.Judge.from_env(cache_path=tmp_path / "cache.sqlite").judge("q1", "right", "gold")
@@ -133,20 +179,37 @@ def test_llm_judge_fallback_env_retries_and_errors(no_endpoint, monkeypatch, tmp
         flaky.close()
 
 
-def test_judge_batch_for_metrics(no_endpoint, capsys):
-    assert J.judge_batch(["q", "q"], ["Paris", "Rome"], ["Paris", "Paris"]) == [1.0, 0.0]
-    assert "[judge] offline judge" in capsys.readouterr().out
+def test_judge_function_for_metrics_and_rl(no_endpoint):
+    judge, description = J.judge_function()
+    assert judge(["q", "q"], ["Paris", "Rome"], ["Paris", "Paris"]) == [1.0, 0.0]
+    assert description.startswith("offline judge (no JUDGE_API_BASE")
+    made = J.Judge.from_env("offline")
+    judge, description = J.judge_function(made)
+    assert judge(["q"], ["Rome"], ["Rome"]) == [1.0] and description == made.describe()
+    with pytest.raises(ValueError, match="auto, llm or offline"):
+        J.judge_function("remote")
 
 
 def test_cleaner_uses_the_llm_judge(server, no_endpoint, monkeypatch, tmp_path):
     from venus_utils import protocol
     from venus_utils.data.clean import CleanConfig, run_clean
 
-    rows = [{"question": f"q{i}", "gt": "gold", "messages": [{"role": "user", "content": f"q{i}"},
-             {"role": "assistant", "content": protocol.answer_turn("r", ans)}]} for i, ans in enumerate(["right", "wrong", "gold"])]
+    rows = [
+        {
+            "question": f"q{i}",
+            "gt": "gold",
+            "messages": [
+                {"role": "user", "content": f"q{i}"},
+                {"role": "assistant", "content": protocol.answer_turn("r", ans)},
+            ],
+        }
+        for i, ans in enumerate(["right", "wrong", "gold"])
+    ]
     (tmp_path / "rows.json").write_text(json.dumps(rows))
     monkeypatch.setenv("JUDGE_API_BASE", server.base)
-    stats = run_clean(CleanConfig(input=tmp_path / "rows.json", output_dir=tmp_path / "out", progress=False, workers=1))
+    stats = run_clean(
+        CleanConfig(input=tmp_path / "rows.json", output_dir=tmp_path / "out", progress=False, workers=1)
+    )
     assert stats["judge"]["kind"] == "llm" and stats["judge"]["methods"] == {"llm": 2, "exact": 1}
     assert stats["drop_reasons"] == {"incorrect_answer": 1} and stats["rows"]["kept"] == 2
     assert (tmp_path / "out" / "judge_cache.sqlite").exists()

@@ -46,8 +46,12 @@ def test_xbench_cipher_round_trip_differs_from_browsecomp():
 
 def test_load_browsecomp_decrypts_each_row_with_its_canary(tmp_path):
     rows = [("What year?", "1999", "history", CANARY), ("Which river?", "Medway", "geo", CANARY + "-2")]
-    df = pd.DataFrame([{"problem": loaders.encrypt(q, c), "answer": loaders.encrypt(a, c), "problem_topic": t,
-                        "canary": c} for q, a, t, c in rows])
+    df = pd.DataFrame(
+        [
+            {"problem": loaders.encrypt(q, c), "answer": loaders.encrypt(a, c), "problem_topic": t, "canary": c}
+            for q, a, t, c in rows
+        ]
+    )
     path = tmp_path / "browse_comp_test_set.csv"
     df.to_csv(path, index=False)
     qa = loaders.load_browsecomp(path)
@@ -58,8 +62,12 @@ def test_load_browsecomp_decrypts_each_row_with_its_canary(tmp_path):
 
 
 def test_load_browsecomp_names_the_bad_row(tmp_path):
-    df = pd.DataFrame([{"problem": loaders.encrypt("ok", CANARY), "answer": loaders.encrypt("a", CANARY), "canary": CANARY},
-                       {"problem": "%%%garbage", "answer": loaders.encrypt("a", CANARY), "canary": CANARY}])
+    df = pd.DataFrame(
+        [
+            {"problem": loaders.encrypt("ok", CANARY), "answer": loaders.encrypt("a", CANARY), "canary": CANARY},
+            {"problem": "%%%garbage", "answer": loaders.encrypt("a", CANARY), "canary": CANARY},
+        ]
+    )
     path = tmp_path / "bc.csv"
     df.to_csv(path, index=False)
     with pytest.raises(ValueError, match=r"bc\.csv: row 1, column 'problem'"):
@@ -70,8 +78,16 @@ def test_load_browsecomp_names_the_bad_row(tmp_path):
 
 
 def test_load_browsecomp_zh_csv_and_xlsx(tmp_path):
-    df = pd.DataFrame([{"Topic": loaders.encrypt("艺术", CANARY), "Question": loaders.encrypt("哪一年？", CANARY),
-                        "Answer": loaders.encrypt("1998年", CANARY), "canary": CANARY}])
+    df = pd.DataFrame(
+        [
+            {
+                "Topic": loaders.encrypt("艺术", CANARY),
+                "Question": loaders.encrypt("哪一年？", CANARY),
+                "Answer": loaders.encrypt("1998年", CANARY),
+                "canary": CANARY,
+            }
+        ]
+    )
     path = tmp_path / "zh.csv"
     df.to_csv(path, index=False)
     qa = loaders.load_browsecomp_zh(path)
@@ -82,8 +98,16 @@ def test_load_browsecomp_zh_csv_and_xlsx(tmp_path):
 
 
 def test_load_xbench(tmp_path):
-    df = pd.DataFrame([{"id": 7, "prompt": loaders.xbench_encrypt("问题一", CANARY),
-                        "answer": loaders.xbench_encrypt("答案", CANARY), "canary": CANARY}])
+    df = pd.DataFrame(
+        [
+            {
+                "id": 7,
+                "prompt": loaders.xbench_encrypt("问题一", CANARY),
+                "answer": loaders.xbench_encrypt("答案", CANARY),
+                "canary": CANARY,
+            }
+        ]
+    )
     path = tmp_path / "DeepSearch-2510.csv"
     df.to_csv(path, index=False, encoding="utf-8-sig")
     qa = loaders.load_benchmark("xBench-DS-2510", path)
@@ -91,8 +115,10 @@ def test_load_xbench(tmp_path):
 
 
 def test_load_gaia_text_keeps_questions_without_attachments(tmp_path):
-    rows = [{"task_id": "t1", "Question": "How many?", "Final answer": "3", "file_name": "", "Level": 1},
-            {"task_id": "t2", "Question": "See file", "Final answer": "x", "file_name": "a.xlsx", "Level": 2}]
+    rows = [
+        {"task_id": "t1", "Question": "How many?", "Final answer": "3", "file_name": "", "Level": 1},
+        {"task_id": "t2", "Question": "See file", "Final answer": "x", "file_name": "a.xlsx", "Level": 2},
+    ]
     path = tmp_path / "metadata.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     qa = loaders.load_gaia_text(path)
@@ -100,13 +126,15 @@ def test_load_gaia_text_keeps_questions_without_attachments(tmp_path):
 
 
 def _verl_frame():
-    return pd.DataFrame({
-        "data_source": ["nq", "hotpotqa", "nq"],
-        "prompt": [[{"role": "user", "content": f"question {i}?"}] for i in range(3)],
-        "ability": ["qa"] * 3,
-        "reward_model": [{"ground_truth": f"a{i}{ANSWER_SPLIT}alias{i}", "style": "rule"} for i in range(3)],
-        "extra_info": [{"index": f"id{i}", "split": "test"} for i in range(3)],
-    })
+    return pd.DataFrame(
+        {
+            "data_source": ["nq", "hotpotqa", "nq"],
+            "prompt": [[{"role": "user", "content": f"question {i}?"}] for i in range(3)],
+            "ability": ["qa"] * 3,
+            "reward_model": [{"ground_truth": f"a{i}{ANSWER_SPLIT}alias{i}", "style": "rule"} for i in range(3)],
+            "extra_info": [{"index": f"id{i}", "split": "test"} for i in range(3)],
+        }
+    )
 
 
 def test_load_verl_qa_and_sample_per_source(tmp_path):
@@ -138,8 +166,12 @@ def test_shared_qa_test_parquet(dr_venus_dir):
 
 def test_load_predictions(tmp_path):
     path = tmp_path / "predictions.jsonl"
-    path.write_text(json.dumps({"question": "q?", "prediction": "a", "termination": "answered", "turns": 3,
-                                "sample": 1}) + "\n\n" + json.dumps({"question": "q2?"}) + "\n")
+    path.write_text(
+        json.dumps({"question": "q?", "prediction": "a", "termination": "answered", "turns": 3, "sample": 1})
+        + "\n\n"
+        + json.dumps({"question": "q2?"})
+        + "\n"
+    )
     df = loaders.load_predictions(path)
     assert df["sample"].tolist() == [1, 0] and df["termination"].tolist() == ["answered", "unknown"]
     assert df.loc[1, "prediction"] == ""
@@ -174,20 +206,6 @@ def test_predictions_from_the_agent_cli_and_fresh_predictions(tmp_path):
     assert not loaders.fresh_predictions(preds, {"model": "m2"}) and not preds.exists()
 
 
-def test_models_of_a_run_folder(tmp_path):
-    with pytest.raises(FileNotFoundError, match="no model found"):
-        loaders.best_model(tmp_path)
-    for folder in ("00_setup/tiny_model", "03_sft_unsloth/model"):
-        (tmp_path / folder).mkdir(parents=True)
-        (tmp_path / folder / "config.json").write_text("{}")
-    assert [label for label, _ in loaders.model_candidates(tmp_path)] == ["sft", "base"]
-    assert loaders.resolve_model("auto", tmp_path) == ("sft", str(tmp_path / "03_sft_unsloth" / "model"))
-    (tmp_path / "04_igpo_rl").mkdir()
-    (tmp_path / "04_igpo_rl" / "config.json").write_text("{}")
-    assert loaders.best_model(tmp_path) == ("rl", tmp_path / "04_igpo_rl")
-    assert loaders.resolve_model("http://host:8000/v1", tmp_path) == ("http://host:8000/v1", "http://host:8000/v1")
-
-
 def test_load_qa_dispatch(tmp_path):
     path = tmp_path / "test.parquet"
     _verl_frame().to_parquet(path)
@@ -197,12 +215,14 @@ def test_load_qa_dispatch(tmp_path):
 
 
 def test_stratified_sample_keeps_the_mix_and_is_reproducible():
-    qa = pd.DataFrame({
-        "id": [str(i) for i in range(200)],
-        "template": ["a"] * 100 + ["b"] * 50 + ["c"] * 50,
-        "hops": [2] * 100 + [3] * 100,
-        "world": list(range(50)) * 4,  # rows ordered by world inside every group
-    })
+    qa = pd.DataFrame(
+        {
+            "id": [str(i) for i in range(200)],
+            "template": ["a"] * 100 + ["b"] * 50 + ["c"] * 50,
+            "hops": [2] * 100 + [3] * 100,
+            "world": list(range(50)) * 4,  # rows ordered by world inside every group
+        }
+    )
     s = loaders.stratified_sample(qa, 20, seed=3)
     assert len(s) == 20 and s["id"].is_unique
     assert s.groupby("template").size().to_dict() == {"a": 10, "b": 5, "c": 5}

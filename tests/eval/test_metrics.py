@@ -21,7 +21,9 @@ def brute_force_pass_at_k(n, c, k):
     return sum(any(samples[i] for i in s) for s in subsets) / len(subsets)
 
 
-@pytest.mark.parametrize("n,c,k", [(1, 0, 1), (1, 1, 1), (5, 1, 1), (5, 1, 3), (6, 2, 2), (8, 3, 5), (8, 0, 8), (8, 8, 1)])
+@pytest.mark.parametrize(
+    "n,c,k", [(1, 0, 1), (1, 1, 1), (5, 1, 1), (5, 1, 3), (6, 2, 2), (8, 3, 5), (8, 0, 8), (8, 8, 1)]
+)
 def test_pass_at_k_matches_enumeration(n, c, k):
     assert metrics.pass_at_k(n, c, k) == pytest.approx(brute_force_pass_at_k(n, c, k))
 
@@ -61,12 +63,27 @@ def test_pass_at_k_rejects_floats():
 def _scored():
     # q1: 4 samples, 2 correct; q2: 4 samples, 0 correct; q3: 4 samples, 4 correct
     rows = []
-    for qid, source, outcomes in [("q1", "nq", [1, 0, 1, 0]), ("q2", "nq", [0, 0, 0, 0]), ("q3", "hotpotqa", [1, 1, 1, 1])]:
+    for qid, source, outcomes in [
+        ("q1", "nq", [1, 0, 1, 0]),
+        ("q2", "nq", [0, 0, 0, 0]),
+        ("q3", "hotpotqa", [1, 1, 1, 1]),
+    ]:
         for s, ok in enumerate(outcomes):
-            rows.append({"id": qid, "source": source, "sample": s, "question": qid, "correct": float(ok),
-                         "em": float(ok), "f1": 0.5 + 0.5 * ok, "turns": 3 + 2 * ok + s,
-                         "tool_call_count": 2 + ok, "parse_error_count": 0,
-                         "termination": "answered" if s < 3 else "max_steps"})
+            rows.append(
+                {
+                    "id": qid,
+                    "source": source,
+                    "sample": s,
+                    "question": qid,
+                    "correct": float(ok),
+                    "em": float(ok),
+                    "f1": 0.5 + 0.5 * ok,
+                    "turns": 3 + 2 * ok + s,
+                    "tool_call_count": 2 + ok,
+                    "parse_error_count": 0,
+                    "termination": "answered" if s < 3 else "max_steps",
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -104,9 +121,12 @@ def test_tables_and_summary():
 
 
 def test_attach_answers_by_id_and_by_question():
-    qa = pd.DataFrame({"id": ["a", "b"], "question": ["Q A?", "Q B?"], "answer": ["x", "y"], "source": ["nq", "tq"],
-                       "hops": [2, 3]})
-    by_id = pd.DataFrame({"id": ["b", "a", "zz"], "question": ["Q B?", "Q A?", "other"], "prediction": ["y", "no", "?"]})
+    qa = pd.DataFrame(
+        {"id": ["a", "b"], "question": ["Q A?", "Q B?"], "answer": ["x", "y"], "source": ["nq", "tq"], "hops": [2, 3]}
+    )
+    by_id = pd.DataFrame(
+        {"id": ["b", "a", "zz"], "question": ["Q B?", "Q A?", "other"], "prediction": ["y", "no", "?"]}
+    )
     out = metrics.attach_answers(by_id, qa)
     assert out["answer"].tolist() == ["y", "x"] and out["source"].tolist() == ["tq", "nq"]
     assert out["hops"].tolist() == [3, 2]
@@ -126,14 +146,18 @@ def test_score_uses_the_given_judge_and_answer_functions():
         calls.append((questions, predictions, answers))
         return [1.0, 0.0]
 
-    out = metrics.score(table, judge=judge, exact_match=lambda p, g: p.lower() == g.lower(),
-                        token_f1=lambda p, g: 1.0 if p.lower() == g.lower() else 0.0)
+    out = metrics.score(
+        table,
+        judge=judge,
+        exact_match=lambda p, g: p.lower() == g.lower(),
+        token_f1=lambda p, g: 1.0 if p.lower() == g.lower() else 0.0,
+    )
     assert out["em"].tolist() == [1.0, 0.0] and out["correct"].tolist() == [1.0, 0.0]
     assert calls == [(["q1", "q2"], ["Paris", ""], ["paris", "Rome"])]
 
 
 def test_paper_comparison_keeps_the_paper_numbers_and_adds_the_run():
-    from venus_utils.reference import PAPER_RESULTS
+    from venus_utils.paper import PAPER_RESULTS
 
     table = metrics.paper_comparison("tiny (smoke)", {"world test": 0.25, "BrowseComp": 0.1})
     assert table.loc["DR-Venus-4B-RL", "BrowseComp"] == PAPER_RESULTS["DR-Venus-4B-RL"]["BrowseComp"]
@@ -153,7 +177,9 @@ def test_plots_write_figures(tmp_path):
     scored = _scored()
     figs = [
         plots.accuracy_by_source(metrics.accuracy_by_source(scored), path=tmp_path / "by_source.png"),
-        plots.pass_at_k_curves(metrics.pass_at_k_curve(scored, by="source"), hue="source", path=tmp_path / "passk.png"),
+        plots.pass_at_k_curves(
+            metrics.pass_at_k_curve(scored, by="source"), hue="source", path=tmp_path / "passk.png"
+        ),
         plots.turns_vs_correctness(scored, path=tmp_path / "turns.png"),
         plots.terminations(metrics.termination_table(scored), path=tmp_path / "term.png"),
     ]
@@ -169,8 +195,13 @@ def test_score_with_the_project_judge_offline():
     from venus_utils.eval.judge import Judge
 
     judge = Judge.from_env("offline")
-    table = pd.DataFrame({"question": ["q1", "q2", "q3"], "prediction": ["The Eiffel", "", "**Rome** is it"],
-                          "answer": ["Paris<|answer_split|>the Eiffel", "x", "Rome"]})
+    table = pd.DataFrame(
+        {
+            "question": ["q1", "q2", "q3"],
+            "prediction": ["The Eiffel", "", "**Rome** is it"],
+            "answer": ["Paris<|answer_split|>the Eiffel", "x", "Rome"],
+        }
+    )
     out = metrics.score(table, judge=judge)
     assert out["correct"].tolist() == [1.0, 0.0, 1.0]
     assert out["em"].tolist() == [1.0, 0.0, 0.0]

@@ -49,7 +49,8 @@ def test_dr_venus_turns_render_with_reasoning_and_blank_line(tok):
     text = _render(tok, msgs)
     assert text == (
         f"<|im_start|>system\n{msgs[0]['content']}<|im_end|>\n<|im_start|>user\nWho?<|im_end|>\n"
-        '<|im_start|>assistant\n<think>\nthink 1\n</think>\n\n<tool_call>\n{"name": "search", "arguments": {"query": ["x"]}}\n</tool_call><|im_end|>\n'
+        "<|im_start|>assistant\n<think>\nthink 1\n</think>\n\n"
+        '<tool_call>\n{"name": "search", "arguments": {"query": ["x"]}}\n</tool_call><|im_end|>\n'
         "<|im_start|>user\n<tool_response>\nresult\n</tool_response><|im_end|>\n"
         "<|im_start|>assistant\n<think>\nthink 2\n</think>\n\n<answer>\nX\n</answer><|im_end|>\n"
     )
@@ -76,7 +77,9 @@ def test_reasoning_before_the_last_real_query_is_dropped(tok):
 
 
 def test_tools_argument_appends_the_qwen_tools_block(tok):
-    text = _render(tok, [{"role": "system", "content": "S"}, {"role": "user", "content": "Q"}], tools=[protocol.SEARCH_TOOL])
+    text = _render(
+        tok, [{"role": "system", "content": "S"}, {"role": "user", "content": "Q"}], tools=[protocol.SEARCH_TOOL]
+    )
     assert text.startswith("<|im_start|>system\nS\n\n# Tools\n\nYou may call one or more functions")
     assert json.dumps(protocol.SEARCH_TOOL, ensure_ascii=False) in text or '"name": "search"' in text
 
@@ -94,7 +97,9 @@ def test_shared_sft_examples_render_every_turn_with_its_reasoning(tok, dr_venus_
             else:
                 reasoning = THINK_RE.search(m["content"]).group(1).strip("\n")
                 rest = m["content"].split("</think>")[-1].lstrip("\n")
-                assert f"<|im_start|>assistant\n<think>\n{reasoning}\n</think>\n\n{rest}<|im_end|>\n" in text, path.name
+                assert f"<|im_start|>assistant\n<think>\n{reasoning}\n</think>\n\n{rest}<|im_end|>\n" in text, (
+                    path.name
+                )
         assert text.count("<|im_start|>assistant\n<think>\n") == sum(m["role"] == "assistant" for m in msgs)
 
 
@@ -114,7 +119,10 @@ def test_training_template_renders_identically_and_marks_the_reference_span(tok)
     plain = _render(tok, msgs)
     trained = tok.apply_chat_template(msgs, tokenize=False, chat_template=QWEN3_THINKING_TRAINING_TEMPLATE)
     assert trained == plain
-    assert "{%- generation %}" in QWEN3_THINKING_TRAINING_TEMPLATE and "{%- endgeneration %}" in QWEN3_THINKING_TRAINING_TEMPLATE
+    assert (
+        "{%- generation %}" in QWEN3_THINKING_TRAINING_TEMPLATE
+        and "{%- endgeneration %}" in QWEN3_THINKING_TRAINING_TEMPLATE
+    )
 
 
 @pytest.mark.unsloth
@@ -125,6 +133,14 @@ def test_template_renders_like_unsloth_qwen3_thinking(tok):
     from venus_utils.modeling import synthetic_conversations
 
     theirs = CHAT_TEMPLATES["qwen3-thinking"][0]
-    for msgs in [c["messages"] for c in synthetic_conversations(3, seed=2)] + [[{"role": "user", "content": "a"}, {"role": "assistant", "content": "<think>\nr\n</think>\nb"}, {"role": "user", "content": "c"}]]:
+    for msgs in [c["messages"] for c in synthetic_conversations(3, seed=2)] + [
+        [
+            {"role": "user", "content": "a"},
+            {"role": "assistant", "content": "<think>\nr\n</think>\nb"},
+            {"role": "user", "content": "c"},
+        ]
+    ]:
         for gen in (False, True):
-            assert tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=gen, chat_template=theirs) == tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=gen)
+            assert tok.apply_chat_template(
+                msgs, tokenize=False, add_generation_prompt=gen, chat_template=theirs
+            ) == tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=gen)

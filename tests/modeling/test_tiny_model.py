@@ -23,7 +23,9 @@ def test_folder_loads_with_auto_classes_and_generates(micro_model_dir, tok):
     assert config.vocab_size % 64 == 0 and config.vocab_size >= len(tok)
     assert config.hidden_size == SIZES["micro"].hidden_size and config.tie_word_embeddings
     model = AutoModelForCausalLM.from_pretrained(micro_model_dir)
-    ids = tok.apply_chat_template([{"role": "user", "content": "hi"}], add_generation_prompt=True, return_tensors="pt", return_dict=True)
+    ids = tok.apply_chat_template(
+        [{"role": "user", "content": "hi"}], add_generation_prompt=True, return_tensors="pt", return_dict=True
+    )
     out = model.generate(**ids, max_new_tokens=5, do_sample=False)
     assert out.shape[1] == ids["input_ids"].shape[1] + 5 or out[0, -1].item() in model.generation_config.eos_token_id
     gen = json.loads((micro_model_dir / "generation_config.json").read_text())
@@ -59,10 +61,19 @@ def test_cli_builds_a_loadable_folder(tmp_path):
     world = tmp_path / "world"
     world.mkdir()
     (world / "pages.jsonl").write_text(
-        "".join(json.dumps({"url": f"https://w/{i}", "title": f"T{i}", "text": f"Page {i} about Zorbel Quen born 19{i:02d}."}) + "\n" for i in range(50)),
+        "".join(
+            json.dumps(
+                {"url": f"https://w/{i}", "title": f"T{i}", "text": f"Page {i} about Zorbel Quen born 19{i:02d}."}
+            )
+            + "\n"
+            for i in range(50)
+        ),
         encoding="utf-8",
     )
-    assert main(["tiny", "--out", str(tmp_path / "m"), "--size", "micro", "--world", str(world), "--vocab-size", "400"]) == 0
+    assert (
+        main(["tiny", "--out", str(tmp_path / "m"), "--size", "micro", "--world", str(world), "--vocab-size", "400"])
+        == 0
+    )
     meta = load_metadata(tmp_path / "m")
     assert meta["corpus_texts"] == 51 and meta["source"] == str(world)
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".m.")]  # no temporary folder left behind

@@ -1,4 +1,4 @@
-"""compute_turn_advantages against values worked out by hand from spec §1.7."""
+"""compute_turn_advantages against values worked out by hand from DR-Venus's ``grpo_info_gain``."""
 
 from __future__ import annotations
 
@@ -135,8 +135,9 @@ def test_per_sample_independent_of_order_and_sharding():
     full = compute_turn_advantages(rewards, lengths, groups)
     order = list(range(len(rewards)))
     rng.shuffle(order)
-    shuffled = compute_turn_advantages([rewards[i] for i in order], [lengths[i] for i in order],
-                                       [groups[i] for i in order])
+    shuffled = compute_turn_advantages(
+        [rewards[i] for i in order], [lengths[i] for i in order], [groups[i] for i in order]
+    )
     for k, i in enumerate(order):
         approx(shuffled[k], full[i])
     assert all(math.isfinite(a) for row in full for a in row) and any(a != 0 for row in full for a in row)

@@ -52,7 +52,9 @@ def test_sharded_batch_adds_up_to_the_full_loss():
     full, _ = policy_loss(logps, adv, mask, ref_logps=ref)
     (full_grad,) = torch.autograd.grad(full, logps)
     n = mask.sum()
-    parts = [policy_loss(logps[s], adv[s], mask[s], ref_logps=ref[s], normalizer=n)[0] for s in (slice(0, 1), slice(1, 4))]
+    parts = [
+        policy_loss(logps[s], adv[s], mask[s], ref_logps=ref[s], normalizer=n)[0] for s in (slice(0, 1), slice(1, 4))
+    ]
     total = parts[0] + parts[1]
     (shard_grad,) = torch.autograd.grad(total, logps)
     assert total.item() == pytest.approx(full.item(), rel=1e-6)

@@ -8,8 +8,7 @@ import pytest
 
 from venus_utils.rl.advantages import compute_turn_advantages
 from venus_utils.rl.config import NORM_MODES, IGPOConfig
-from venus_utils.rl.rewards import (Episode, episode_rewards, igpo_outcome_reward, igpo_turn_reward,
-                                    reward_functions)
+from venus_utils.rl.rewards import Episode, episode_rewards, igpo_outcome_reward, igpo_turn_reward, reward_functions
 from venus_utils.rl.trainer import group_signal, process_advantages
 
 EPS = 1e-6
@@ -17,9 +16,17 @@ EPS = 1e-6
 
 def _episode(group: str, info_gain, errors, judge: float) -> Episode:
     """Three turns (visit, visit, answer) over 15 completion tokens; turn rewards sit before 5 and 10."""
-    ep = Episode(question="q", ground_truth="a", prompt_ids=[1, 2, 3], completion_ids=list(range(15)),
-                 assistant_mask=[1] * 15, boundaries=[3, 8, 13], turns=["t0", "t1", "t2"],
-                 tool_names=["visit", "visit", None], group=group)
+    ep = Episode(
+        question="q",
+        ground_truth="a",
+        prompt_ids=[1, 2, 3],
+        completion_ids=list(range(15)),
+        assistant_mask=[1] * 15,
+        boundaries=[3, 8, 13],
+        turns=["t0", "t1", "t2"],
+        tool_names=["visit", "visit", None],
+        group=group,
+    )
     ep.info_gain, ep.format_errors, ep.judge_score = list(info_gain), list(errors), judge
     return ep
 
@@ -28,11 +35,13 @@ def _batch(ig_shift: float = 0.0) -> list[Episode]:
     """Group A: outcomes differ, a malformed tool turn and a malformed answer turn.  Group B: every rollout right,
     only the information gain differs.  ``ig_shift`` changes every IG value."""
     s = ig_shift
-    return [_episode("A", [0.5 + s, 0.1 + s], [None, None, None], 1.0),
-            _episode("A", [0.2 + s, None], ["text before the first <think>", None, None], 0.0),
-            _episode("A", [None, 0.3 + s], [None, None, "needs exactly one <answer>...</answer>"], 1.0),
-            _episode("B", [0.9 + s, 0.4 + s], [None, None, None], 1.0),
-            _episode("B", [-0.2 + s, 0.0 + s], [None, None, None], 1.0)]
+    return [
+        _episode("A", [0.5 + s, 0.1 + s], [None, None, None], 1.0),
+        _episode("A", [0.2 + s, None], ["text before the first <think>", None, None], 0.0),
+        _episode("A", [None, 0.3 + s], [None, None, "needs exactly one <answer>...</answer>"], 1.0),
+        _episode("B", [0.9 + s, 0.4 + s], [None, None, None], 1.0),
+        _episode("B", [-0.2 + s, 0.0 + s], [None, None, None], 1.0),
+    ]
 
 
 def _advantages(episodes, cfg):
@@ -73,7 +82,7 @@ def test_grpo_advantages_are_outcome_only_group_z_scores_on_every_token(mode):
     assert all(set(r) == {14} for r in rewards)  # the outcome position only: nothing from IG or penalties
     outcomes = {"A": [1.0, 0.0, 1.0], "B": [1.0, 1.0]}
     expected = []
-    for g, values in outcomes.items():
+    for _g, values in outcomes.items():
         mean = sum(values) / len(values)
         std = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values) + 1e-8)
         expected += [(v - mean) / (std + EPS) for v in values]
@@ -88,8 +97,14 @@ def test_igpo_advantages_keep_the_turn_rewards():
     cfg = IGPOConfig(reward_mode="igpo", adv_eps=EPS)
     episodes = _batch()
     rewards, adv, _ = _advantages(episodes, cfg)
-    direct = compute_turn_advantages(rewards, [15] * len(episodes), [ep.group for ep in episodes], gamma=cfg.gamma,
-                                     mode=cfg.norm_mode, eps=cfg.adv_eps)
+    direct = compute_turn_advantages(
+        rewards,
+        [15] * len(episodes),
+        [ep.group for ep in episodes],
+        gamma=cfg.gamma,
+        mode=cfg.norm_mode,
+        eps=cfg.adv_eps,
+    )
     assert adv == direct  # the trainer's path is the existing IGPO computation
     grpo = _advantages(episodes, IGPOConfig(reward_mode="grpo", adv_eps=EPS))[1]
     assert adv != grpo
@@ -111,12 +126,16 @@ def test_group_signal_skips_failed_rollouts_and_single_rollout_groups():
     advantages = [[1.0] * 3, [-1.0] * 3, [], [1e-12] * 3, [0.0] * 3, [0.0] * 3]
     got = group_signal(rewards, lengths, groups, advantages)
     # b (only a failed rollout) takes no part; c: one outcome, rounding noise only; d: a single rollout
-    assert got == {"groups": 3, "groups_with_signal": pytest.approx(1 / 3), "groups_with_any_signal": pytest.approx(1 / 3)}
+    assert got == {
+        "groups": 3,
+        "groups_with_signal": pytest.approx(1 / 3),
+        "groups_with_any_signal": pytest.approx(1 / 3),
+    }
     assert group_signal([], [], [], []) == {"groups": 0, "groups_with_signal": 0.0, "groups_with_any_signal": 0.0}
 
 
 def test_checkpoint_limit_and_reward_mode_in_the_resume_settings():
-    from venus_utils.rl.report import resume_settings
+    from venus_utils.rl.stage import resume_settings
 
     assert IGPOConfig().save_total_limit == 2 and IGPOConfig(save_total_limit=None).save_total_limit is None
     with pytest.raises(ValueError, match="save_total_limit=0"):

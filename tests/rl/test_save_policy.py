@@ -15,11 +15,19 @@ def test_save_policy_writes_how_the_rollouts_ran(tiny_lm, tmp_path):
 
     model, tokenizer = tiny_lm
     cfg = IGPOConfig(max_turns=8, max_tokens_per_turn=128, system_prompt_style="compact")
-    trainer = SimpleNamespace(model=model, accelerator=SimpleNamespace(unwrap_model=lambda m: m), igpo=cfg,
-                              state=SimpleNamespace(global_step=3))
+    trainer = SimpleNamespace(
+        model=model,
+        accelerator=SimpleNamespace(unwrap_model=lambda m: m),
+        igpo=cfg,
+        state=SimpleNamespace(global_step=3),
+    )
     out = save_policy(trainer, tokenizer, tmp_path / "model")
     assert json.loads((out / "venus_agent.json").read_text()) == {
-        "system_prompt_style": "compact", "max_turns": 8, "max_new_tokens": 128, "stage": "rl"}
+        "system_prompt_style": "compact",
+        "max_turns": 8,
+        "max_new_tokens": 128,
+        "stage": "rl",
+    }
     AutoModelForCausalLM.from_pretrained(out)  # still a plain transformers folder
 
     from venus_utils.agent import agent_config

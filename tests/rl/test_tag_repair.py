@@ -8,10 +8,10 @@ import pytest
 
 from venus_utils import protocol as p
 from venus_utils.agent import AgentConfig, ScriptedBackend, run_agent
+from venus_utils.rl.config import IGPOConfig
 from venus_utils.rl.format_penalty import turn_format_error
 from venus_utils.rl.rewards import igpo_turn_reward
 from venus_utils.rl.rollout import agent_config, episode_from_rollout
-from venus_utils.rl.config import IGPOConfig
 
 CALL = '<tool_call>\n{"name": "visit", "arguments": {"url": ["u"], "goal": "g"}}\n</tool_call>'
 UNCLOSED_CALL = "<think>\nI should visit u " + CALL  # the model forgot </think>
@@ -22,14 +22,28 @@ class EchoTools:
         return f"The page says the answer is 1987. ({call.name})"
 
 
-@pytest.mark.parametrize("text, inference, training", [
-    (UNCLOSED_CALL, "<think>\nI should visit u \n</think>\n" + CALL, UNCLOSED_CALL + "\n</think>"),
-    ("<think>\nso <answer>x</answer>", "<think>\nso \n</think>\n<answer>x</answer>", "<think>\nso <answer>x</answer>\n</think>"),
-    ("<think>\nreasoning only", "<think>\nreasoning only\n</think>", "<think>\nreasoning only\n</think>"),
-    ("r\n</think>\n<answer>x</answer>", "<think>\nr\n</think>\n<answer>x</answer>", "<think>\nr\n</think>\n<answer>x</answer>"),
-    ("<think>\nr\n</think>\n<answer>a</answer><tool_response>fake", "<think>\nr\n</think>\n<answer>a</answer>",
-     "<think>\nr\n</think>\n<answer>a</answer>"),
-])
+@pytest.mark.parametrize(
+    "text, inference, training",
+    [
+        (UNCLOSED_CALL, "<think>\nI should visit u \n</think>\n" + CALL, UNCLOSED_CALL + "\n</think>"),
+        (
+            "<think>\nso <answer>x</answer>",
+            "<think>\nso \n</think>\n<answer>x</answer>",
+            "<think>\nso <answer>x</answer>\n</think>",
+        ),
+        ("<think>\nreasoning only", "<think>\nreasoning only\n</think>", "<think>\nreasoning only\n</think>"),
+        (
+            "r\n</think>\n<answer>x</answer>",
+            "<think>\nr\n</think>\n<answer>x</answer>",
+            "<think>\nr\n</think>\n<answer>x</answer>",
+        ),
+        (
+            "<think>\nr\n</think>\n<answer>a</answer><tool_response>fake",
+            "<think>\nr\n</think>\n<answer>a</answer>",
+            "<think>\nr\n</think>\n<answer>a</answer>",
+        ),
+    ],
+)
 def test_repair_modes(text, inference, training):
     assert p.repair_tags(text) == p.repair_tags(text, "inference") == inference
     assert p.repair_tags(text, "training") == training

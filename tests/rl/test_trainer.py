@@ -9,8 +9,9 @@ import torch
 
 from venus_utils.io import read_jsonl
 from venus_utils.rl.config import IGPOConfig
+from venus_utils.rl.igpo_trainer import IGPOTrainer, grpo_args
 from venus_utils.rl.rollout import episode_from_rollout, make_agent_rollout
-from venus_utils.rl.trainer import grpo_args, rl_rows
+from venus_utils.rl.trainer import rl_rows
 
 
 class EchoTools:
@@ -25,24 +26,46 @@ def exact_judge(questions, predictions, answers):
 
 
 def small_cfg(**kw):
-    base = dict(prompts_per_step=2, num_generations=2, micro_batch_size=2, max_steps=2, save_steps=1, max_turns=3,
-                max_tokens_per_turn=12, max_context_tokens=4096, ig_tool_filter=None, learning_rate=1e-3, kl_coef=0.01)
+    base = dict(
+        prompts_per_step=2,
+        num_generations=2,
+        micro_batch_size=2,
+        max_steps=2,
+        save_steps=1,
+        max_turns=3,
+        max_tokens_per_turn=12,
+        max_context_tokens=4096,
+        ig_tool_filter=None,
+        learning_rate=1e-3,
+        kl_coef=0.01,
+    )
     base.update(kw)
     return IGPOConfig(**base)
 
 
-ROWS = rl_rows([{"id": "q1", "question": "Which year was Kent founded?", "answer": "1987"},
-                {"id": "q2", "question": "Who founded Medway Labs?", "answer": "Karo Mitel<|answer_split|>Karo"}])
+ROWS = rl_rows(
+    [
+        {"id": "q1", "question": "Which year was Kent founded?", "answer": "1987"},
+        {"id": "q2", "question": "Who founded Medway Labs?", "answer": "Karo Mitel<|answer_split|>Karo"},
+    ]
+)
 
 
 def _trainer(tiny_lm, out, cfg, resume_step=None):
     from datasets import Dataset
 
-    from venus_utils.rl.trainer import IGPOTrainer
-
     model, tok = tiny_lm
-    return IGPOTrainer(model, tok, Dataset.from_list(ROWS), cfg, grpo_args(cfg, out), rollout_fn=make_agent_rollout(EchoTools()),
-                       judge=exact_judge, turn_reward=lambda ep: ep.info_gain, resume_step=resume_step)
+    return IGPOTrainer(
+        model,
+        tok,
+        Dataset.from_list(ROWS),
+        cfg,
+        grpo_args(cfg, out),
+        rollout_fn=make_agent_rollout(EchoTools()),
+        judge=exact_judge,
+        turn_reward=lambda ep: ep.info_gain,
+        resume_step=resume_step,
+    )
 
 
 def test_episode_from_agent_rollout(tiny_lm):
@@ -52,13 +75,17 @@ def test_episode_from_agent_rollout(tiny_lm):
     from venus_utils.protocol import answer_turn, tool_turn
 
     _, tok = tiny_lm
-    backend = ScriptedBackend([tool_turn("find it", "visit", {"url": ["u"], "goal": "year"}), answer_turn("ok", "1987")], tok)
+    backend = ScriptedBackend(
+        [tool_turn("find it", "visit", {"url": ["u"], "goal": "year"}), answer_turn("ok", "1987")], tok
+    )
     r = asyncio.run(run_agent("Which year?", backend, EchoTools()))
     ep = episode_from_rollout(r, "1987", group="q")
     assert ep.num_turns == 2 and ep.tool_names == ["visit", None] and ep.prediction == "1987"
     assert ep.boundaries[0] == len(ep.prompt_ids)
     gen = tok.decode(ep.input_ids[: ep.boundaries[1]])
-    assert gen.endswith("<|im_start|>assistant\n<think>\n")  # a boundary is the context ending with the generation prompt
+    assert gen.endswith(
+        "<|im_start|>assistant\n<think>\n"
+    )  # a boundary is the context ending with the generation prompt
     sampled = [t for t, m in zip(ep.completion_ids, ep.assistant_mask) if m]
     assert "1987" in tok.decode(sampled) and "The page says" not in tok.decode(sampled)
 
@@ -116,32 +143,48 @@ def test_rollout_config_carries_the_system_prompt_style():
 
 
 def test_time_limit_stops_training_after_the_budget(tiny_lm, tmp_path):
-    from venus_utils.launch import time_limit
+    from venus_utils.callbacks import time_limit
 
     trainer = _trainer(tiny_lm, tmp_path, small_cfg(max_steps=4))
     trainer.add_callback(time_limit(1e-9))  # already spent: stops after the first step
     trainer.train()
     assert trainer.state.global_step == 1
-    assert time_limit(None).on_step_end(None, None, type("C", (), {"should_training_stop": False})()).should_training_stop is False
+    assert (
+        time_limit(None).on_step_end(None, None, type("C", (), {"should_training_stop": False})()).should_training_stop
+        is False
+    )
 
 
 def test_why_no_gain_pairs_questions_and_counts_flat_groups():
     import pandas as pd
 
     from venus_utils.eval.stats import paired_comparison
-    from venus_utils.rl.report import why_no_gain
+    from venus_utils.rl.analysis import why_no_gain
 
     before = pd.Series([False, True, False], index=["a", "b", "c"])
     after = pd.Series([True, False, False], index=["a", "b", "c"])
-    episodes = pd.DataFrame({"step": [1, 1, 1, 1, 2, 2], "group": ["x", "x", "y", "y", "x", "x"],
-                             "judge_score": [1.0, 1.0, 0.0, 0.0, 1.0, 0.2]})
+    episodes = pd.DataFrame(
+        {
+            "step": [1, 1, 1, 1, 2, 2],
+            "group": ["x", "x", "y", "y", "x", "x"],
+            "judge_score": [1.0, 1.0, 0.0, 0.0, 1.0, 0.2],
+        }
+    )
     metrics = pd.DataFrame({"step": [1, 2], "groups_with_signal": [0.0, 1.0]})
     table = why_no_gain(paired_comparison(before, after), episodes, metrics)["value"]
-    assert (table["held-out questions"], table["fixed by RL"], table["broken by RL"], table["unchanged"]) == (3, 1, 1, 1)
+    assert (table["held-out questions"], table["fixed by RL"], table["broken by RL"], table["unchanged"]) == (
+        3,
+        1,
+        1,
+        1,
+    )
     assert table["McNemar p (exact)"] == 1.0 and table["RL steps"] == 2
     assert table["training groups"] == 3
     assert table["groups all right (no outcome signal)"] == 1 and table["groups all wrong (no outcome signal)"] == 1
-    assert table["rollout accuracy, first quarter of steps"] == 0.5 and table["rollout accuracy, last quarter of steps"] == 0.5
+    assert (
+        table["rollout accuracy, first quarter of steps"] == 0.5
+        and table["rollout accuracy, last quarter of steps"] == 0.5
+    )
     assert table["mean share of groups with an outcome signal per step"] == 0.5
     assert pd.isna(why_no_gain({}, pd.DataFrame())["value"]["held-out questions"])
 
@@ -156,7 +199,9 @@ def test_unsolved_questions_keeps_what_the_policy_does_not_always_solve(monkeypa
 
     def fake_accuracy(model, tokenizer, rows, tools, judge, cfg, *, samples, agent_cfg=None):
         seen["samples"] = samples
-        return {"predictions": [{"question": r["question"], "correct": c} for r in rows for c in outcomes[r["question"]]]}
+        return {
+            "predictions": [{"question": r["question"], "correct": c} for r in rows for c in outcomes[r["question"]]]
+        }
 
     monkeypatch.setattr(rollout, "evaluate_accuracy", fake_accuracy)
     kept, counts = rollout.unsolved_questions(None, None, rows, None, None, None, samples=2)
@@ -169,7 +214,9 @@ def test_unsolved_questions_refuses_several_processes_and_an_all_solved_pool(mon
     from venus_utils.rl.trainer import rl_rows
 
     rows = rl_rows([{"id": "0", "question": "q0?", "answer": "a"}])
-    monkeypatch.setattr(rollout, "evaluate_accuracy", lambda *a, **k: {"predictions": [{"question": "q0?", "correct": 1.0}]})
+    monkeypatch.setattr(
+        rollout, "evaluate_accuracy", lambda *a, **k: {"predictions": [{"question": "q0?", "correct": 1.0}]}
+    )
     with pytest.raises(ValueError, match="runs in one process"):
         rollout.unsolved_questions(None, None, rows, None, None, None, samples=1, processes=2)
     with pytest.raises(ValueError, match="solves all 1 RL questions"):

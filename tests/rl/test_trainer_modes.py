@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from venus_utils.io import read_jsonl
+from venus_utils.rl.igpo_trainer import IGPOTrainer, grpo_args
 from venus_utils.rl.rollout import make_agent_rollout
-from venus_utils.rl.trainer import grpo_args
 
 from .test_trainer import ROWS, EchoTools, exact_judge, small_cfg
 
@@ -14,11 +14,18 @@ from .test_trainer import ROWS, EchoTools, exact_judge, small_cfg
 def _trainer(tiny_lm, out, cfg, resume_step=None, **kw):
     from datasets import Dataset
 
-    from venus_utils.rl.trainer import IGPOTrainer
-
     model, tok = tiny_lm
-    return IGPOTrainer(model, tok, Dataset.from_list(ROWS), cfg, grpo_args(cfg, out), rollout_fn=make_agent_rollout(EchoTools()),
-                       judge=exact_judge, resume_step=resume_step, **kw)
+    return IGPOTrainer(
+        model,
+        tok,
+        Dataset.from_list(ROWS),
+        cfg,
+        grpo_args(cfg, out),
+        rollout_fn=make_agent_rollout(EchoTools()),
+        judge=exact_judge,
+        resume_step=resume_step,
+        **kw,
+    )
 
 
 def test_grpo_arm_trains_on_the_judged_outcome_only(tiny_lm, tmp_path):
@@ -50,8 +57,13 @@ def test_only_the_newest_checkpoints_are_kept_and_resume_still_works(tiny_lm, tm
     steps = [r for r in read_jsonl(tmp_path / "metrics.jsonl") if "reward" in r]
     assert len(steps) == 4 and all(0.0 <= r["groups_with_any_signal"] <= 1.0 for r in steps)
 
-    resumed = _trainer(tiny_lm, tmp_path, small_cfg(max_steps=5, save_steps=1, max_turns=2, max_tokens_per_turn=8),
-                       resume_step=4, turn_reward=lambda ep: ep.info_gain)
+    resumed = _trainer(
+        tiny_lm,
+        tmp_path,
+        small_cfg(max_steps=5, save_steps=1, max_turns=2, max_tokens_per_turn=8),
+        resume_step=4,
+        turn_reward=lambda ep: ep.info_gain,
+    )
     resumed.train(resume_from_checkpoint=str(tmp_path / "checkpoint-4"))
     assert resumed.state.global_step == 5
     assert sorted(p.name for p in tmp_path.glob("checkpoint-*")) == ["checkpoint-4", "checkpoint-5"]
@@ -59,11 +71,24 @@ def test_only_the_newest_checkpoints_are_kept_and_resume_still_works(tiny_lm, tm
     # no TRL model card anywhere: not in the stage folder, not in a checkpoint
     assert not list(tmp_path.rglob("README.md"))
 
-    model_dir = save_policy(resumed, tiny_lm[1], tmp_path / "model", base_model="runs/x/03_sft_unsloth/model",
-                            profile="cpu", heldout={"accuracy (SFT)": 0.25, "accuracy (RL)": 0.5})
+    model_dir = save_policy(
+        resumed,
+        tiny_lm[1],
+        tmp_path / "model",
+        base_model="runs/x/03_sft_unsloth/model",
+        profile="cpu",
+        heldout={"accuracy (SFT)": 0.25, "accuracy (RL)": 0.5},
+    )
     card = (model_dir / "README.md").read_text()
-    for text in ("runs/x/03_sft_unsloth/model", "| stage | 04_igpo_rl |", "| profile | cpu |", "| reward mode | igpo |",
-                 "| RL steps | 5 |", "| held-out accuracy (RL) | 0.5 |", "information-gain turn rewards"):
+    for text in (
+        "runs/x/03_sft_unsloth/model",
+        "| stage | 04_igpo_rl |",
+        "| profile | cpu |",
+        "| reward mode | igpo |",
+        "| RL steps | 5 |",
+        "| held-out accuracy (RL) | 0.5 |",
+        "information-gain turn rewards",
+    ):
         assert text in card, text
     assert "[None]" not in card and (model_dir / "config.json").exists()
     assert [p.name for p in tmp_path.rglob("README.md")] == ["README.md"]  # only the model's own card

@@ -28,8 +28,17 @@ def build_micro_run(run_dir: Path) -> Path:
     build_tiny_model(setup / "tiny_model", setup / "world", size="micro", vocab_size=600)
     write_json(setup / "summary.json", {"stage": "00_setup"})
     data = run_dir / "02_turn_aware_resampling"
-    run_clean(CleanConfig(input=setup / "world" / "trajectories", output_dir=data, judge="none", val_fraction=0.1,
-                          workers=1, progress=False, seed=0))
+    run_clean(
+        CleanConfig(
+            input=setup / "world" / "trajectories",
+            output_dir=data,
+            judge="none",
+            val_fraction=0.1,
+            workers=1,
+            progress=False,
+            seed=0,
+        )
+    )
     write_json(data / "summary.json", {"stage": "02_turn_aware_resampling"})
     return run_dir
 
@@ -43,8 +52,18 @@ def run_cli(args: list[str], processes: int = 1, timeout: float = 120.0) -> subp
     """``python <args>`` (one process) or ``accelerate launch --config_file ddp_cpu_2proc.yaml <args>`` (DDP, gloo)."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "PYTHONPATH": str(REPO_ROOT)}
     if processes > 1:
-        cmd = [PYTHON, "-m", "accelerate.commands.launch", "--config_file", str(ACCELERATE_CPU), "--num_processes",
-               str(processes), "--main_process_port", str(_free_port()), *args]
+        cmd = [
+            PYTHON,
+            "-m",
+            "accelerate.commands.launch",
+            "--config_file",
+            str(ACCELERATE_CPU),
+            "--num_processes",
+            str(processes),
+            "--main_process_port",
+            str(_free_port()),
+            *args,
+        ]
     else:
         cmd = [PYTHON, *args]
     res = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout)

@@ -21,13 +21,41 @@ pytestmark = pytest.mark.slow
 LOSS_RTOL = 1e-4
 SFT_WEIGHT_ATOL = 1e-5
 RL_WEIGHT_ATOL = 2e-5
-SFT_SETS = ["--set", "max_steps=4", "--set", "global_batch_size=4", "--set", "micro_batch_size=2", "--set",
-            "save_steps=2", "--set", "logging_steps=1", "--set", "val_rows_limit=4", "--set", "eval_steps=null"]
+SFT_SETS = [
+    "--set",
+    "max_steps=4",
+    "--set",
+    "global_batch_size=4",
+    "--set",
+    "micro_batch_size=2",
+    "--set",
+    "save_steps=2",
+    "--set",
+    "logging_steps=1",
+    "--set",
+    "val_rows_limit=4",
+    "--set",
+    "eval_steps=null",
+]
 
 
 def _sft(run, out, processes, *extra):
-    return run_cli(["-m", "venus_utils.sft", "train", "--params", "params/smoke.yaml", "--run-dir", str(run),
-                    "--out", str(out), *SFT_SETS, *extra], processes=processes)
+    return run_cli(
+        [
+            "-m",
+            "venus_utils.sft",
+            "train",
+            "--params",
+            "params/smoke.yaml",
+            "--run-dir",
+            str(run),
+            "--out",
+            str(out),
+            *SFT_SETS,
+            *extra,
+        ],
+        processes=processes,
+    )
 
 
 def _weights(path):
@@ -76,9 +104,24 @@ def test_rl_stage_runs_under_two_processes(sft_runs, micro_run, tmp_path):
     run = tmp_path / "run"
     shutil.copytree(micro_run, run, symlinks=True)
     shutil.copytree(sft_runs / "one", run / "03_sft_unsloth", ignore=shutil.ignore_patterns("checkpoints"))
-    run_cli(["-m", "venus_utils.rl", "train", "--params", "params/smoke.yaml", "--run-dir", str(run), "--set",
-             "max_tokens_per_turn=32", "--set", "max_turns=3",
-             "--set", "filter_samples=0"], processes=2)  # the unsolved-question filter runs in one process only
+    run_cli(
+        [
+            "-m",
+            "venus_utils.rl",
+            "train",
+            "--params",
+            "params/smoke.yaml",
+            "--run-dir",
+            str(run),
+            "--set",
+            "max_tokens_per_turn=32",
+            "--set",
+            "max_turns=3",
+            "--set",
+            "filter_samples=0",
+        ],
+        processes=2,
+    )  # the unsolved-question filter runs in one process only
     stage = run / "04_igpo_rl"
     summary = json.loads((stage / "summary.json").read_text())
     assert summary["steps"] == 2 and summary["processes"] == 2
@@ -109,7 +152,7 @@ def test_rl_two_processes_match_one_and_checkpoint_resumes_in_one(micro_run, tmp
 LAUNCHER = """
 import json, sys
 from transformers import AutoTokenizer
-from venus_utils.launch import stage_params
+from venus_utils.cli import stage_params
 from venus_utils.sft import SFTConfig, examples_from_parquet, launch_sft
 run, out = sys.argv[1], sys.argv[2]
 p, _ = stage_params("params/smoke.yaml", "03_sft_unsloth", dict(max_steps=4, global_batch_size=4, micro_batch_size=2,

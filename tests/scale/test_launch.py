@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from venus_utils.config import ConfigError
-from venus_utils.launch import parse_sets, stage_params
+from venus_utils.cli import parse_sets, stage_params
 from venus_utils.paths import REPO_ROOT
+from venus_utils.profiles import ConfigError
 
 
 def test_stage_params_are_the_notebooks_with_the_profile_and_the_overrides():
-    params, profile = stage_params(REPO_ROOT / "params" / "smoke.yaml", "03_sft_unsloth", parse_sets(["max_steps=3", "base_model=null"]))
+    params, profile = stage_params(
+        REPO_ROOT / "params" / "smoke.yaml", "03_sft_unsloth", parse_sets(["max_steps=3", "base_model=null"])
+    )
     assert profile == "smoke" and params["max_steps"] == 3 and params["base_model"] is None
     assert params["micro_batch_size"] == 4  # the smoke profile's value
     assert params["loss_weighting"] == "sequence_mean"  # the notebook's default (not in the profile)
@@ -31,19 +33,31 @@ def test_accelerate_config_files_load_and_say_how_to_launch():
         cfg = load_config_from_file(str(path))
         kinds[path.stem] = (str(cfg.distributed_type).split(".")[-1], cfg.num_processes)
         assert path.read_text().startswith("#") and "accelerate launch --config_file" in path.read_text(), path.name
-    assert kinds == {"ddp_cpu_2proc": ("MULTI_GPU", 2), "single_gpu": ("NO", 1), "single_node_8gpu": ("MULTI_GPU", 8),
-                     "fsdp_8gpu": ("FSDP", 8), "deepspeed_zero3_8gpu": ("DEEPSPEED", 8),
-                     "multi_node_template": ("FSDP", 16)}
+    assert kinds == {
+        "ddp_cpu_2proc": ("MULTI_GPU", 2),
+        "single_gpu": ("NO", 1),
+        "single_node_8gpu": ("MULTI_GPU", 8),
+        "fsdp_8gpu": ("FSDP", 8),
+        "deepspeed_zero3_8gpu": ("DEEPSPEED", 8),
+        "multi_node_template": ("FSDP", 16),
+    }
 
 
-@pytest.mark.parametrize("stage, sets, message", [
-    ("03_sft_unsloth", ["max_steps=ten"], "'max_steps' must be int like its default"),
-    ("03_sft_unsloth", ["micro_batch_size=0"], "SFTConfig.micro_batch_size=0: must be >= 1"),
-    ("03_sft_unsloth", ["learning_rate=-0.1"], "SFTConfig.learning_rate=-0.1: must be > 0"),
-    ("03_sft_unsloth", ["base_model=/nonexistent/model"], "'base_model' names /nonexistent/model, which does not exist"),
-    ("04_igpo_rl", ["num_generations=0"], "IGPOConfig.num_generations=0: must be >= 1"),
-    ("04_igpo_rl", ["temperature=hot"], "not parameters of notebooks/04_igpo_rl.ipynb"),
-])
+@pytest.mark.parametrize(
+    "stage, sets, message",
+    [
+        ("03_sft_unsloth", ["max_steps=ten"], "'max_steps' must be int like its default"),
+        ("03_sft_unsloth", ["micro_batch_size=0"], "SFTConfig.micro_batch_size=0: must be >= 1"),
+        ("03_sft_unsloth", ["learning_rate=-0.1"], "SFTConfig.learning_rate=-0.1: must be > 0"),
+        (
+            "03_sft_unsloth",
+            ["base_model=/nonexistent/model"],
+            "'base_model' names /nonexistent/model, which does not exist",
+        ),
+        ("04_igpo_rl", ["num_generations=0"], "IGPOConfig.num_generations=0: must be >= 1"),
+        ("04_igpo_rl", ["temperature=hot"], "not parameters of notebooks/04_igpo_rl.ipynb"),
+    ],
+)
 def test_bad_settings_fail_in_seconds_with_the_key_named(stage, sets, message, tmp_path, capsys):
     """Checked before any model or data loads: the CLI exits 2 with one line, no traceback."""
     from venus_utils import rl, sft  # noqa: F401  (the packages, light)

@@ -7,8 +7,8 @@ import shutil
 
 import pytest
 
-from venus_utils.config import ConfigError
 from venus_utils.paths import REPO_ROOT
+from venus_utils.profiles import ConfigError
 
 from .conftest import run_cli
 
@@ -21,13 +21,15 @@ def test_paper_profile_without_rl_questions_fails_before_anything_loads(tmp_path
     err = capsys.readouterr().err
     assert "train_qa is not set" in err and "04_igpo_rl section" in err and "Traceback" not in err
     assert not (tmp_path / "04_igpo_rl").exists()  # no stage folder, no model loaded
-    assert rl_main(argv + ["--set", "train_qa=data/no_such_rl_questions.parquet"]) == 2  # relative: not checked earlier
+    assert (
+        rl_main(argv + ["--set", "train_qa=data/no_such_rl_questions.parquet"]) == 2
+    )  # relative: not checked earlier
     assert "train_qa names data/no_such_rl_questions.parquet, which is not a file" in capsys.readouterr().err
     assert not (tmp_path / "04_igpo_rl").exists()
 
 
 def test_rl_question_file(tmp_path):
-    from venus_utils.rl.report import rl_question_file
+    from venus_utils.rl.questions import rl_question_file
 
     qa = tmp_path / "rl.parquet"
     qa.write_bytes(b"")
@@ -43,8 +45,17 @@ def test_rl_question_file(tmp_path):
 def test_grpo_arm_refuses_a_search_cost(tmp_path, capsys):
     from venus_utils.rl.__main__ import main as rl_main
 
-    argv = ["train", "--params", str(REPO_ROOT / "params" / "smoke.yaml"), "--run-dir", str(tmp_path),
-            "--set", "reward_mode=grpo", "--set", "search_cost=0.1"]
+    argv = [
+        "train",
+        "--params",
+        str(REPO_ROOT / "params" / "smoke.yaml"),
+        "--run-dir",
+        str(tmp_path),
+        "--set",
+        "reward_mode=grpo",
+        "--set",
+        "search_cost=0.1",
+    ]
     assert rl_main(argv) == 2
     assert "reward_mode=grpo has none" in capsys.readouterr().err and not (tmp_path / "04_igpo_rl").exists()
 
@@ -57,9 +68,30 @@ def test_grpo_arm_from_the_same_sft_model_in_its_own_folder(micro_run, tmp_path)
     shutil.copytree(run / "00_setup" / "tiny_model", run / "03_sft_unsloth" / "model")  # stands in for the SFT model
     (run / "03_sft_unsloth" / "summary.json").write_text('{"stage": "03_sft_unsloth"}')
     out = run / "04_igpo_rl_grpo"
-    run_cli(["-m", "venus_utils.rl", "train", "--params", "params/smoke.yaml", "--run-dir", str(run), "--out", str(out),
-             "--set", "reward_mode=grpo", "--set", "filter_samples=0", "--set", "max_steps=1", "--set", "max_turns=2",
-             "--set", "max_tokens_per_turn=16"], timeout=600)
+    run_cli(
+        [
+            "-m",
+            "venus_utils.rl",
+            "train",
+            "--params",
+            "params/smoke.yaml",
+            "--run-dir",
+            str(run),
+            "--out",
+            str(out),
+            "--set",
+            "reward_mode=grpo",
+            "--set",
+            "filter_samples=0",
+            "--set",
+            "max_steps=1",
+            "--set",
+            "max_turns=2",
+            "--set",
+            "max_tokens_per_turn=16",
+        ],
+        timeout=600,
+    )
     summary = json.loads((out / "summary.json").read_text())
     assert summary["reward_mode"] == "grpo" and summary["config"]["reward_mode"] == "grpo" and summary["steps"] == 1
     assert summary["sft_model"] == str(run / "03_sft_unsloth" / "model")
@@ -69,5 +101,9 @@ def test_grpo_arm_from_the_same_sft_model_in_its_own_folder(micro_run, tmp_path)
     metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert any("groups_with_signal" in m for m in metrics)
     card = (out / "model" / "README.md").read_text()
-    assert "| reward mode | grpo |" in card and str(run / "03_sft_unsloth" / "model") in card and "| profile | smoke |" in card
+    assert (
+        "| reward mode | grpo |" in card
+        and str(run / "03_sft_unsloth" / "model") in card
+        and "| profile | smoke |" in card
+    )
     assert [p.relative_to(out).as_posix() for p in out.rglob("README.md")] == ["model/README.md"]

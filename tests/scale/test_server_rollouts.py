@@ -12,12 +12,17 @@ import json
 import pytest
 
 from venus_utils.rl import IGPOConfig
+from venus_utils.rl.igpo_trainer import grpo_args
 from venus_utils.rl.rollout import VLLMServer, make_agent_rollout
-from venus_utils.rl.trainer import grpo_args, rl_rows
+from venus_utils.rl.trainer import rl_rows
 from venus_utils.tools.stub_server import StubServer
 
-ROWS = rl_rows([{"id": "q1", "question": "Which year was Kent founded?", "answer": "stub answer"},
-                {"id": "q2", "question": "Who founded Medway Labs?", "answer": "Karo Mitel"}])
+ROWS = rl_rows(
+    [
+        {"id": "q1", "question": "Which year was Kent founded?", "answer": "stub answer"},
+        {"id": "q2", "question": "Who founded Medway Labs?", "answer": "Karo Mitel"},
+    ]
+)
 
 
 class NoTools:
@@ -27,15 +32,27 @@ class NoTools:
 
 @pytest.fixture(scope="module")
 def policy(micro_run):
-    from venus_utils.rl.report import load_policy
+    from venus_utils.rl.policy import load_policy
 
     return load_policy(micro_run / "00_setup" / "tiny_model", "cpu")
 
 
 def _server_cfg(url, **kw):
-    return IGPOConfig(use_vllm=True, vllm_mode="server", vllm_server_base_url=url, vllm_server_sync_weights=False,
-                      prompts_per_step=2, num_generations=2, micro_batch_size=2, max_steps=1, save_steps=10,
-                      max_turns=2, max_tokens_per_turn=16, max_context_tokens=4096, **kw)
+    return IGPOConfig(
+        use_vllm=True,
+        vllm_mode="server",
+        vllm_server_base_url=url,
+        vllm_server_sync_weights=False,
+        prompts_per_step=2,
+        num_generations=2,
+        micro_batch_size=2,
+        max_steps=1,
+        save_steps=10,
+        max_turns=2,
+        max_tokens_per_turn=16,
+        max_context_tokens=4096,
+        **kw,
+    )
 
 
 def test_server_rollouts_use_the_sampled_ids_exactly(policy):
@@ -68,15 +85,22 @@ def test_trainer_rolls_out_on_the_server(policy, tmp_path):
     """``vllm_mode='server'`` without weight sync: TRL has no vLLM part, every rollout goes to the server."""
     from datasets import Dataset
 
-    from venus_utils.rl.trainer import IGPOTrainer
+    from venus_utils.rl.igpo_trainer import IGPOTrainer
 
     model, tok = policy
     with StubServer() as stub:
         cfg = _server_cfg(stub.url, kl_coef=0.0)
         args = grpo_args(cfg, tmp_path)
         assert not args.use_vllm
-        trainer = IGPOTrainer(model, tok, Dataset.from_list(ROWS), cfg, args, rollout_fn=make_agent_rollout(NoTools()),
-                              judge=lambda q, p, a: [float(x == y) for x, y in zip(p, a)])
+        trainer = IGPOTrainer(
+            model,
+            tok,
+            Dataset.from_list(ROWS),
+            cfg,
+            args,
+            rollout_fn=make_agent_rollout(NoTools()),
+            judge=lambda q, p, a: [float(x == y) for x, y in zip(p, a)],
+        )
         trainer.train()
         assert len(stub.requests) == cfg.trajectories_per_step
     episodes = [json.loads(line) for line in (tmp_path / "episodes.jsonl").read_text().splitlines()]
@@ -89,9 +113,9 @@ def test_server_mode_settings_are_checked(monkeypatch):
         IGPOConfig(use_vllm=True, vllm_mode="server")
     with pytest.raises(ValueError, match="vllm_mode"):
         IGPOConfig(vllm_mode="remote")
-    import venus_utils.rl.trainer as trainer
+    import venus_utils.rl.igpo_trainer as igpo_trainer
 
-    monkeypatch.setattr(trainer, "_importable", lambda name: False)
+    monkeypatch.setattr(igpo_trainer, "available", lambda name: False)
     cfg = IGPOConfig(use_vllm=True, vllm_mode="server", vllm_server_base_url="http://127.0.0.1:8000")
     with pytest.raises(RuntimeError, match="vllm installed"):
         grpo_args(cfg, "unused")

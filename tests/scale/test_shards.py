@@ -7,16 +7,28 @@ import json
 import pandas as pd
 import pytest
 
-from venus_utils.data.clean import CleanConfig, diff_outputs, main as clean_main, run_clean
+from venus_utils.data.clean import CleanConfig, diff_outputs, run_clean
+from venus_utils.data.clean import main as clean_main
 from venus_utils.data.clean_shards import merge_shards
 
 RUN_ONLY = ("timings_s", "workers", "output_dir", "artifacts", "shards")  # paths, timings, process counts
 
 
 def _cfg(world, out, **kw):
-    return CleanConfig(input=world / "trajectories", output_dir=out, judge="offline", val_fraction=0.1, seed=3,
-                       tokenizer=world.parent / "tiny_model", max_tokens=3000, workers=1, progress=False,
-                       batch_rows=16, keep_metadata=True, **kw)
+    return CleanConfig(
+        input=world / "trajectories",
+        output_dir=out,
+        judge="offline",
+        val_fraction=0.1,
+        seed=3,
+        tokenizer=world.parent / "tiny_model",
+        max_tokens=3000,
+        workers=1,
+        progress=False,
+        batch_rows=16,
+        keep_metadata=True,
+        **kw,
+    )
 
 
 def test_sharded_cleaning_merges_into_the_single_run(micro_run, tmp_path):
@@ -25,7 +37,9 @@ def test_sharded_cleaning_merges_into_the_single_run(micro_run, tmp_path):
     shards = [run_clean(_cfg(world, tmp_path / f"shard{i}", shard=(i, 3))) for i in range(3)]
     assert sum(s["rows"] for s in shards) == single["rows"]["source"] and shards[0]["tasks_total"] == 17
     merged = merge_shards(_cfg(world, tmp_path / "merged"), [tmp_path / f"shard{i}" for i in (2, 0, 1)])
-    assert {k: v for k, v in merged.items() if k not in RUN_ONLY} == {k: v for k, v in single.items() if k not in RUN_ONLY}
+    assert {k: v for k, v in merged.items() if k not in RUN_ONLY} == {
+        k: v for k, v in single.items() if k not in RUN_ONLY
+    }
     assert single["drop_reasons"].get("too_long") and single["drop_reasons"].get("incorrect_answer")  # filters ran
     files = ("cleaned_resampled.parquet", "train.parquet", "val.parquet")
     assert diff_outputs(tmp_path / "single", tmp_path / "merged", files) == []
@@ -34,17 +48,52 @@ def test_sharded_cleaning_merges_into_the_single_run(micro_run, tmp_path):
 def test_merge_refuses_missing_or_mismatched_shards(micro_run, tmp_path, capsys):
     world = micro_run / "00_setup" / "world"
     for i in range(2):
-        assert clean_main(["-i", str(world / "trajectories"), "-o", str(tmp_path / f"s{i}"), "--shard", f"{i}/2",
-                           "--judge", "none", "--workers", "1", "--quiet"]) == 0
+        assert (
+            clean_main(
+                [
+                    "-i",
+                    str(world / "trajectories"),
+                    "-o",
+                    str(tmp_path / f"s{i}"),
+                    "--shard",
+                    f"{i}/2",
+                    "--judge",
+                    "none",
+                    "--workers",
+                    "1",
+                    "--quiet",
+                ]
+            )
+            == 0
+        )
     with pytest.raises(ValueError, match="exactly once"):
-        merge_shards(CleanConfig(input=world, output_dir=tmp_path / "m", judge="none", progress=False), [tmp_path / "s0"])
+        merge_shards(
+            CleanConfig(input=world, output_dir=tmp_path / "m", judge="none", progress=False), [tmp_path / "s0"]
+        )
     with pytest.raises(ValueError, match="batch_rows"):
-        merge_shards(CleanConfig(input=world, output_dir=tmp_path / "m", judge="none", progress=False, batch_rows=8),
-                     [tmp_path / "s0", tmp_path / "s1"])
-    assert clean_main(["-o", str(tmp_path / "m"), "--merge-shards", str(tmp_path / "s1"), str(tmp_path / "s0"),
-                       "--judge", "none", "--quiet"]) == 0
+        merge_shards(
+            CleanConfig(input=world, output_dir=tmp_path / "m", judge="none", progress=False, batch_rows=8),
+            [tmp_path / "s0", tmp_path / "s1"],
+        )
+    assert (
+        clean_main(
+            [
+                "-o",
+                str(tmp_path / "m"),
+                "--merge-shards",
+                str(tmp_path / "s1"),
+                str(tmp_path / "s0"),
+                "--judge",
+                "none",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     stats = json.loads((tmp_path / "m" / "stats.json").read_text())
-    assert stats["rows"]["source"] == 270 and stats["rows"]["source"] == stats["rows"]["kept"] + sum(stats["drop_reasons"].values())
+    assert stats["rows"]["source"] == 270 and stats["rows"]["source"] == stats["rows"]["kept"] + sum(
+        stats["drop_reasons"].values()
+    )
     assert clean_main(["-o", str(tmp_path / "x"), "--shard", "2/2", "-i", str(world)]) == 2
     assert "--shard" in capsys.readouterr().err
 
@@ -57,10 +106,19 @@ def _predictions(n_questions=30, samples=4, seed=0):
     for q in range(n_questions):
         for s in range(samples):
             right = rng.random() < 0.4
-            rows.append({"id": f"q{q:03d}", "question": f"question {q}?", "sample": s, "source": f"src{q % 3}",
-                         "answer": f"answer {q}", "prediction": f"answer {q}" if right else f"answer {q} or {s}",
-                         "turns": int(rng.integers(1, 9)), "tool_call_count": int(rng.integers(0, 8)),
-                         "termination": "answered" if rng.random() < 0.8 else "max_turns"})
+            rows.append(
+                {
+                    "id": f"q{q:03d}",
+                    "question": f"question {q}?",
+                    "sample": s,
+                    "source": f"src{q % 3}",
+                    "answer": f"answer {q}",
+                    "prediction": f"answer {q}" if right else f"answer {q} or {s}",
+                    "turns": int(rng.integers(1, 9)),
+                    "tool_call_count": int(rng.integers(0, 8)),
+                    "termination": "answered" if rng.random() < 0.8 else "max_turns",
+                }
+            )
     return pd.DataFrame(rows).sample(frac=1.0, random_state=seed).reset_index(drop=True)  # workers' finishing order
 
 

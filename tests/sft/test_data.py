@@ -1,4 +1,4 @@
-"""The DR-Venus loss mask (sft-data.md §4.3) and the example accounting."""
+"""The DR-Venus loss mask (verl's ``MultiTurnSFTDataset``) and the example accounting."""
 
 import json
 
@@ -6,7 +6,14 @@ import pytest
 
 from venus_utils import protocol
 from venus_utils.modeling import GENERATION_PROMPT, synthetic_conversations
-from venus_utils.sft.data import IGNORE, ConversationError, build_examples, loss_mask_html, read_sft_parquet, tokenize_conversation
+from venus_utils.sft.data import (
+    IGNORE,
+    ConversationError,
+    build_examples,
+    loss_mask_html,
+    read_sft_parquet,
+    tokenize_conversation,
+)
 
 
 @pytest.fixture(scope="module")
@@ -18,9 +25,9 @@ def tok(micro_model_dir):
 
 def _trained_spans(ex, tok):
     spans, cur = [], []
-    for i, l in zip(ex["input_ids"], ex["labels"]):
-        if l != IGNORE:
-            assert l == i
+    for i, label in zip(ex["input_ids"], ex["labels"]):
+        if label != IGNORE:
+            assert label == i
             cur.append(i)
         elif cur:
             spans.append(tok.decode(cur))
@@ -50,7 +57,7 @@ def test_mask_trains_exactly_the_assistant_turns_after_the_generation_prompt(tok
     starts = [i for i in range(1, len(ex["labels"])) if ex["labels"][i] != IGNORE and ex["labels"][i - 1] == IGNORE]
     for s in starts:
         assert ex["input_ids"][s - len(prompt_ids) : s] == prompt_ids
-        assert all(l == IGNORE for l in ex["labels"][s - len(prompt_ids) : s])
+        assert all(label == IGNORE for label in ex["labels"][s - len(prompt_ids) : s])
 
 
 def test_mask_on_the_shared_real_examples(tok, dr_venus_dir):
@@ -72,14 +79,22 @@ def test_matches_trl_assistant_mask_with_the_training_template(tok):
 
     msgs = synthetic_conversations(1, seed=11)[0]["messages"]
     ours = tokenize_conversation(msgs, tok)
-    out = tok.apply_chat_template(msgs, chat_template=QWEN3_THINKING_TRAINING_TEMPLATE, return_assistant_tokens_mask=True, return_dict=True)
+    out = tok.apply_chat_template(
+        msgs, chat_template=QWEN3_THINKING_TRAINING_TEMPLATE, return_assistant_tokens_mask=True, return_dict=True
+    )
     assert list(out["input_ids"]) == ours["input_ids"]
-    assert list(out["assistant_masks"]) == [int(l != IGNORE) for l in ours["labels"]]
+    assert list(out["assistant_masks"]) == [int(label != IGNORE) for label in ours["labels"]]
 
 
 def test_bad_and_long_rows_are_counted_not_lost(tok):
     good = synthetic_conversations(3, seed=1)
-    rows = [good[0]["messages"], "not a list", [{"role": "user", "content": "q"}], good[1]["messages"], good[2]["messages"]]
+    rows = [
+        good[0]["messages"],
+        "not a list",
+        [{"role": "user", "content": "q"}],
+        good[1]["messages"],
+        good[2]["messages"],
+    ]
     n = len(tokenize_conversation(good[1]["messages"], tok)["input_ids"])
     out = build_examples(rows, tok, max_length=n - 1, source="f.parquet")
     kept = {r["source_row"] for r in out.rows}
@@ -109,5 +124,7 @@ def test_parquet_reader_names_the_file_and_missing_columns(tmp_path):
 def test_loss_mask_html_highlights_trained_tokens(tok):
     msgs = synthetic_conversations(1, seed=2)[0]["messages"]
     html = loss_mask_html(msgs, tok)
-    assert html.count("background:#b7e4c7") == sum(1 for l in tokenize_conversation(msgs, tok)["labels"] if l != IGNORE)
+    assert html.count("background:#b7e4c7") == sum(
+        1 for label in tokenize_conversation(msgs, tok)["labels"] if label != IGNORE
+    )
     assert "&lt;|im_start|&gt;system" in html

@@ -16,10 +16,14 @@ def test_token_budget_parts_add_up_and_count_the_trained_tokens(micro_model_dir)
     budget = token_budget(convs, tok)
     ex = [tokenize_conversation(c, tok) for c in convs]
     assert budget["total"] == pytest.approx(sum(len(e["input_ids"]) for e in ex) / 5, abs=0.1)
-    assert budget["assistant"] == pytest.approx(sum(sum(l != -100 for l in e["labels"]) for e in ex) / 5, abs=0.1)
+    assert budget["assistant"] == pytest.approx(
+        sum(sum(label != -100 for label in e["labels"]) for e in ex) / 5, abs=0.1
+    )
     parts = sum(budget[k] for k in ("system", "question", "tool_responses", "assistant", "template"))
     assert parts == pytest.approx(budget["total"], abs=0.5)
-    assert budget["system"] == pytest.approx(len(tok(protocol.system_prompt(protocol.DEFAULT_DATE))["input_ids"]), abs=0.1)
+    assert budget["system"] == pytest.approx(
+        len(tok(protocol.system_prompt(protocol.DEFAULT_DATE))["input_ids"]), abs=0.1
+    )
     assert budget["template"] > 0 and budget["tool_responses"] > budget["question"] > 0
     assert token_budget(convs, tok, limit=1)["total"] == len(ex[0]["input_ids"])
     with pytest.raises(ValueError):
@@ -27,10 +31,17 @@ def test_token_budget_parts_add_up_and_count_the_trained_tokens(micro_model_dir)
 
 
 def test_training_budget():
-    out = training_budget({"steps": 100, "wall_s": 600, "tokens_per_s": 5000}, train_rows=400, global_batch_size=8,
-                          mean_tokens=1000.04)
-    assert out == {"optimizer_steps": 100, "trajectories_seen": 800, "epochs": 2.0, "steps_per_minute": 10.0,
-                   "tokens_per_s": 5000, "mean_tokens_per_trajectory": 1000.0}
+    out = training_budget(
+        {"steps": 100, "wall_s": 600, "tokens_per_s": 5000}, train_rows=400, global_batch_size=8, mean_tokens=1000.04
+    )
+    assert out == {
+        "optimizer_steps": 100,
+        "trajectories_seen": 800,
+        "epochs": 2.0,
+        "steps_per_minute": 10.0,
+        "tokens_per_s": 5000,
+        "mean_tokens_per_trajectory": 1000.0,
+    }
     logs = [{"loss": 4.0 - 0.5 * i} for i in range(8)] + [{"eval_loss": 1.0}]
     trend = training_budget({"steps": 8}, 10, 1, 5.0, logs)
     assert (trend["loss_at_50%"], trend["loss_at_75%"], trend["loss_at_end"]) == (2.0, 1.0, 0.5)
@@ -44,24 +55,32 @@ def _record(index, gt, prediction, tool_body, query="Kalo Group"):
         {"role": "user", "content": protocol.wrap_tool_response(tool_body)},
         {"role": "assistant", "content": protocol.answer_turn("t", prediction or "")},
     ]
-    return {"index": index, "gt": gt, "prediction": prediction, "messages": messages, "tool_call_count": 1,
-            "termination": "answered"}
+    return {
+        "index": index,
+        "gt": gt,
+        "prediction": prediction,
+        "messages": messages,
+        "tool_call_count": 1,
+        "termination": "answered",
+    }
 
 
 def test_diagnose_rollouts_separates_reading_from_search_failures(tmp_path):
     import pandas as pd
 
-    qa = pd.DataFrame({
-        "data_source": ["w"] * 3,
-        "prompt": [[{"content": "Who founded Kalo Group?", "role": "user"}]] * 3,
-        "reward_model": [{"ground_truth": "Rami Tel", "style": "rule"}] * 3,
-        "extra_info": [{"index": f"q{i}", "split": "test", "hops": h} for i, h in enumerate([2, 2, 3])],
-    })
+    qa = pd.DataFrame(
+        {
+            "data_source": ["w"] * 3,
+            "prompt": [[{"content": "Who founded Kalo Group?", "role": "user"}]] * 3,
+            "reward_model": [{"ground_truth": "Rami Tel", "style": "rule"}] * 3,
+            "extra_info": [{"index": f"q{i}", "split": "test", "hops": h} for i, h in enumerate([2, 2, 3])],
+        }
+    )
     qa.to_parquet(tmp_path / "test.parquet")
     records = [
-        _record("q0", "Rami Tel", "Rami Tel", "Kalo Group was founded by Rami Tel."),   # right
-        _record("q1", "Rami Tel", "Mo Du", "Kalo Group was founded by Rami Tel."),      # read it, answered wrong
-        _record("q2", "Rami Tel", None, "nothing here", query="Something Else"),         # never found it
+        _record("q0", "Rami Tel", "Rami Tel", "Kalo Group was founded by Rami Tel."),  # right
+        _record("q1", "Rami Tel", "Mo Du", "Kalo Group was founded by Rami Tel."),  # read it, answered wrong
+        _record("q2", "Rami Tel", None, "nothing here", query="Something Else"),  # never found it
     ]
     per, by_hops = diagnose_rollouts(records, tmp_path / "test.parquet")
     assert per["correct"].tolist() == [True, False, False]
@@ -80,15 +99,25 @@ def test_breakdown_by_sub_world_from_a_question_table():
 
     from venus_utils.sft.diagnostics import breakdown
 
-    table = pd.DataFrame({"id": ["q0", "q1", "q2"], "hops": [2, 2, 3], "template": ["t", "t", "u"],
-                          "subworld": ["trained", "held-out", "held-out"]})
+    table = pd.DataFrame(
+        {
+            "id": ["q0", "q1", "q2"],
+            "hops": [2, 2, 3],
+            "template": ["t", "t", "u"],
+            "subworld": ["trained", "held-out", "held-out"],
+        }
+    )
     records = [
         _record("q0", "Rami Tel", "Rami Tel", "Kalo Group was founded by Rami Tel."),
         _record("q1", "Rami Tel", "Mo Du", "Kalo Group was founded by Rami Tel."),
         _record("q2", "Rami Tel", "Rami Tel", "Kalo Group was founded by Rami Tel."),
     ]
     per, by_hops = diagnose_rollouts(records, table)
-    assert per["subworld"].tolist() == ["trained", "held-out", "held-out"] and per["template"].tolist() == ["t", "t", "u"]
+    assert per["subworld"].tolist() == ["trained", "held-out", "held-out"] and per["template"].tolist() == [
+        "t",
+        "t",
+        "u",
+    ]
     assert by_hops.loc[2, "accuracy"] == 0.5
     by_sub = breakdown(per, "subworld")
     assert by_sub.loc["held-out", "accuracy"] == 0.5 and by_sub.loc["trained", "accuracy"] == 1.0
@@ -121,14 +150,20 @@ def test_teacher_forced_scores_count_tokens_turns_and_trajectories():
     labels = [-100, -100, 3, 4, -100, -100, 7, 8]  # two assistant turns: tokens 2-3 and 6-7
     perfect = ids[1:] + [0]  # position i predicts token i + 1
     assert teacher_forced_scores(_FixedModel(perfect), [{"input_ids": ids, "labels": labels}]) == {
-        "token_accuracy": 1.0, "turn_exact": 1.0, "trajectory_exact": 1.0}
+        "token_accuracy": 1.0,
+        "turn_exact": 1.0,
+        "trajectory_exact": 1.0,
+    }
     one_wrong = list(perfect)
     one_wrong[5] = 9  # the first token of the second turn (label 7 at position 6) is predicted wrong
     untrained_wrong = list(perfect)
     untrained_wrong[3] = 9  # a masked position (tool output) does not count
     rows = [{"input_ids": ids, "labels": labels}]
     assert teacher_forced_scores(_FixedModel(one_wrong), rows) == {
-        "token_accuracy": 0.75, "turn_exact": 0.5, "trajectory_exact": 0.0}
+        "token_accuracy": 0.75,
+        "turn_exact": 0.5,
+        "trajectory_exact": 0.0,
+    }
     assert teacher_forced_scores(_FixedModel(untrained_wrong), rows)["trajectory_exact"] == 1.0
 
 

@@ -20,25 +20,52 @@ def rows(micro_model_dir):
 
 
 def _cfg(**kw):
-    return SFTConfig(**{**dict(engine="trl", learning_rate=3e-3, global_batch_size=2, micro_batch_size=2, max_steps=1,
-                               logging_steps=1, save_steps=100, eval_steps=None, max_length=4096,
-                               gradient_checkpointing=False, device="cpu"), **kw})
+    return SFTConfig(
+        **{
+            **dict(
+                engine="trl",
+                learning_rate=3e-3,
+                global_batch_size=2,
+                micro_batch_size=2,
+                max_steps=1,
+                logging_steps=1,
+                save_steps=100,
+                eval_steps=None,
+                max_length=4096,
+                gradient_checkpointing=False,
+                device="cpu",
+            ),
+            **kw,
+        }
+    )
 
 
 def _read(folder):
     return json.loads((folder / "venus_agent.json").read_text())
 
 
-def test_lora_export_writes_the_agent_settings_into_both_folders_and_a_rerun_updates_them(micro_model_dir, rows, tmp_path):
+def test_lora_export_writes_the_agent_settings_into_both_folders_and_a_rerun_updates_them(
+    micro_model_dir, rows, tmp_path
+):
     from venus_utils.agent.settings import model_agent_settings
 
     res = train_sft(_cfg(finetuning="lora", lora_r=4), micro_model_dir, rows[:4], tmp_path, agent_settings=AGENT)
     for folder in (res.model_dir, res.adapter_dir):
         assert _read(folder) == {**AGENT, "stage": "sft"}
     found = model_agent_settings(res.model_dir)
-    assert (found.system_prompt_style, found.max_turns, found.max_new_tokens, found.stage) == ("compact", 8, 128, "sft")
-    again = train_sft(_cfg(finetuning="lora", lora_r=4), micro_model_dir, rows[:4], tmp_path,
-                      agent_settings={**AGENT, "max_turns": 12})  # finished: nothing trained, the file rewritten
+    assert (found.system_prompt_style, found.max_turns, found.max_new_tokens, found.stage) == (
+        "compact",
+        8,
+        128,
+        "sft",
+    )
+    again = train_sft(
+        _cfg(finetuning="lora", lora_r=4),
+        micro_model_dir,
+        rows[:4],
+        tmp_path,
+        agent_settings={**AGENT, "max_turns": 12},
+    )  # finished: nothing trained, the file rewritten
     assert again.steps == res.steps and _read(tmp_path / "model")["max_turns"] == 12
     assert _read(tmp_path / "adapter")["max_turns"] == 12
 
@@ -48,9 +75,14 @@ def test_without_agent_settings_no_file_is_written(micro_model_dir, rows, tmp_pa
     assert not (res.model_dir / "venus_agent.json").exists()
 
 
-@pytest.mark.parametrize("bad,message", [({**AGENT, "system_prompt_style": "short"}, "system_prompt_style"),
-                                         ({"system_prompt_style": "compact"}, "max_turns, max_new_tokens missing"),
-                                         ({**AGENT, "max_turn": 3}, "unknown key")])
+@pytest.mark.parametrize(
+    "bad,message",
+    [
+        ({**AGENT, "system_prompt_style": "short"}, "system_prompt_style"),
+        ({"system_prompt_style": "compact"}, "max_turns, max_new_tokens missing"),
+        ({**AGENT, "max_turn": 3}, "unknown key"),
+    ],
+)
 def test_bad_agent_settings_are_refused_before_training(micro_model_dir, rows, tmp_path, bad, message):
     with pytest.raises(ValueError, match=message):
         train_sft(_cfg(), micro_model_dir, rows[:2], tmp_path, agent_settings=bad)

@@ -44,10 +44,24 @@ def test_trainer_follows_the_budget_schedule(micro_model_dir, tmp_path):
 
     tok = AutoTokenizer.from_pretrained(micro_model_dir)
     rows = build_examples([c["messages"] for c in synthetic_conversations(8, seed=5)], tok, max_length=4096).rows
-    cfg = SFTConfig(engine="trl", learning_rate=1e-3, global_batch_size=2, micro_batch_size=2, max_steps=5,
-                    max_time_minutes=60, schedule_by_time=True, warmup_ratio=0.0, min_lr_ratio=0.1, logging_steps=1,
-                    save_steps=100, eval_steps=None, max_length=4096, gradient_checkpointing=False, device="cpu",
-                    export_merged=False)
+    cfg = SFTConfig(
+        engine="trl",
+        learning_rate=1e-3,
+        global_batch_size=2,
+        micro_batch_size=2,
+        max_steps=5,
+        max_time_minutes=60,
+        schedule_by_time=True,
+        warmup_ratio=0.0,
+        min_lr_ratio=0.1,
+        logging_steps=1,
+        save_steps=100,
+        eval_steps=None,
+        max_length=4096,
+        gradient_checkpointing=False,
+        device="cpu",
+        export_merged=False,
+    )
     res = train_sft(cfg, micro_model_dir, rows, tmp_path)
     lrs = [h["learning_rate"] for h in res.train_logs]
     assert len(lrs) == 5 and all(a > b for a, b in zip(lrs, lrs[1:]))

@@ -15,8 +15,19 @@ def rows(micro_model_dir):
 
 
 def _cfg(**kw):
-    base = dict(engine="trl", learning_rate=3e-3, global_batch_size=4, micro_batch_size=2, max_steps=4, logging_steps=1,
-                save_steps=2, eval_steps=None, max_length=4096, gradient_checkpointing=False, device="cpu")
+    base = dict(
+        engine="trl",
+        learning_rate=3e-3,
+        global_batch_size=4,
+        micro_batch_size=2,
+        max_steps=4,
+        logging_steps=1,
+        save_steps=2,
+        eval_steps=None,
+        max_length=4096,
+        gradient_checkpointing=False,
+        device="cpu",
+    )
     base.update(kw)
     return SFTConfig(**base)
 
@@ -80,19 +91,26 @@ def killed_mid_save(self, output_dir):  # weights and optimizer written, RNG and
     return save_rng(self, output_dir)
 
 transformers.Trainer._save_rng_state = killed_mid_save
-cfg = SFTConfig(engine="trl", learning_rate=3e-3, global_batch_size=4, micro_batch_size=2, max_steps=6, logging_steps=1,
-                save_steps=2, eval_steps=None, max_length=4096, gradient_checkpointing=False, device="cpu")
+cfg = SFTConfig(engine="trl", learning_rate=3e-3, global_batch_size=4, micro_batch_size=2, max_steps=6,
+                logging_steps=1, save_steps=2, eval_steps=None, max_length=4096, gradient_checkpointing=False,
+                device="cpu")
 train_sft(cfg, model_dir, rows, out_dir)
 """
 
 
-def test_sigkill_during_a_save_leaves_no_partial_checkpoint_and_the_rerun_resumes(micro_model_dir, rows, tmp_path, capsys):
+def test_sigkill_during_a_save_leaves_no_partial_checkpoint_and_the_rerun_resumes(
+    micro_model_dir, rows, tmp_path, capsys
+):
     import signal
     import subprocess
     import sys
 
-    proc = subprocess.run([sys.executable, "-c", _KILL_DURING_SAVE, str(micro_model_dir), str(tmp_path)],
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", _KILL_DURING_SAVE, str(micro_model_dir), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
     ckpts = tmp_path / "checkpoints"
     assert (ckpts / "checkpoint-2").is_dir() and not (ckpts / "checkpoint-4").exists()  # the half save stays hidden
@@ -159,7 +177,9 @@ def test_lora_exports_adapter_and_merged_model(micro_model_dir, rows, tmp_path):
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
-    res = train_sft(_cfg(finetuning="lora", lora_r=4, max_steps=2, save_steps=100), micro_model_dir, rows[:4], tmp_path)
+    res = train_sft(
+        _cfg(finetuning="lora", lora_r=4, max_steps=2, save_steps=100), micro_model_dir, rows[:4], tmp_path
+    )
     assert (res.adapter_dir / "adapter_config.json").exists()
     merged = AutoModelForCausalLM.from_pretrained(res.model_dir)
     assert not any("lora" in n for n, _ in merged.named_parameters())
@@ -178,5 +198,11 @@ def test_config_validates_and_names_unknown_keys():
     with pytest.raises(ValueError, match="lerning_rate"):
         SFTConfig.from_dict({"lerning_rate": 1.0})
     cfg = SFTConfig()
-    assert (cfg.learning_rate, cfg.global_batch_size, cfg.warmup_ratio, cfg.adam_beta2, cfg.finetuning) == (1e-5, 32, 0.1, 0.95, "full")
+    assert (cfg.learning_rate, cfg.global_batch_size, cfg.warmup_ratio, cfg.adam_beta2, cfg.finetuning) == (
+        1e-5,
+        32,
+        0.1,
+        0.95,
+        "full",
+    )
     assert cfg.gradient_accumulation_steps == 32

@@ -18,8 +18,19 @@ def rows(micro_model_dir):
 
 
 def _cfg(**kw):
-    base = dict(engine="unsloth", learning_rate=3e-3, global_batch_size=4, micro_batch_size=2, max_steps=4, logging_steps=1,
-                save_steps=2, eval_steps=None, max_length=4096, gradient_checkpointing=False, device="cpu")
+    base = dict(
+        engine="unsloth",
+        learning_rate=3e-3,
+        global_batch_size=4,
+        micro_batch_size=2,
+        max_steps=4,
+        logging_steps=1,
+        save_steps=2,
+        eval_steps=None,
+        max_length=4096,
+        gradient_checkpointing=False,
+        device="cpu",
+    )
     base.update(kw)
     return SFTConfig(**base)
 

@@ -13,7 +13,7 @@ from venus_utils import protocol
 from venus_utils.tools import LocalSearch, LocalVisit, SearchHit, Toolbox, make_snippet, make_toolbox, serper_raw_text
 from venus_utils.tools.search import model_search_text, raw_search_text
 from venus_utils.tools.visit import select_sentences
-from venus_utils.world import load_pages
+from venus_utils.world_store import load_pages
 
 
 def test_bm25_finds_the_entity_page_first(world_dir):
@@ -32,19 +32,29 @@ def test_search_no_results_and_multi_query(world_dir):
     title = load_pages(world_dir)[0]["title"]
     out = json.loads(asyncio.run(search.search([title, "qqqzzz"])))
     assert [b["query"] for b in out] == [title, "qqqzzz"]
-    assert len(out[0]["web_page_info_list"]) == 2 and set(out[0]["web_page_info_list"][0]) == {"title", "url", "snippet"}
+    assert len(out[0]["web_page_info_list"]) == 2 and set(out[0]["web_page_info_list"][0]) == {
+        "title",
+        "url",
+        "snippet",
+    }
     assert out[1] == {"query": "qqqzzz", "web_page_info_list": [], "message": protocol.no_results_text("qqqzzz")}
     assert LocalSearch([], top_k=3).hits("anything") == []
 
 
 def test_serper_raw_text_is_dr_venus_format():
-    hits = [SearchHit("T1", "https://a/1", "snip one", date="Jan 1, 2020"), SearchHit("T2", "https://a/2", "snip two", source="src")]
+    hits = [
+        SearchHit("T1", "https://a/1", "snip one", date="Jan 1, 2020"),
+        SearchHit("T2", "https://a/2", "snip two", source="src"),
+    ]
     assert serper_raw_text("q x", hits) == (
         "A Google search for 'q x' found 2 results:\n\n## Web Results\n"
         "1. [T1](https://a/1)\nDate published: Jan 1, 2020\n\nsnip one\n\n"
-        "2. [T2](https://a/2)\nSource: src\n\nsnip two")
+        "2. [T2](https://a/2)\nSource: src\n\nsnip two"
+    )
     assert serper_raw_text("none", []) == "No results found for 'none'. Try with a more general query."
-    assert raw_search_text([("a", []), ("b", [])]) == serper_raw_text("a", []) + "\n=======\n" + serper_raw_text("b", [])
+    assert raw_search_text([("a", []), ("b", [])]) == serper_raw_text("a", []) + "\n=======\n" + serper_raw_text(
+        "b", []
+    )
 
 
 def test_model_format_equals_cleaned_raw_text(world_dir):
@@ -69,16 +79,24 @@ def test_visit_selects_goal_sentences(world_dir):
     visit = LocalVisit.from_world(world_dir)
     person = next(p for p in pages if p["type"] == "person")
     out = visit.visit_one(person["url"], f"Find where {person['title']} was born.")
-    assert out.startswith(f"The useful information in {person['url']} for user goal Find where {person['title']} was born. as follows: \n\nSummary: \n")
+    assert out.startswith(
+        f"The useful information in {person['url']} for user goal Find where {person['title']} was born. as follows: "
+        "\n\nSummary: \n"
+    )
     assert " was born in " in out.split("Summary: \n")[1]
-    org = next(p for p in pages if p["type"] == "org" and "Foundry" in p["title"]) if any(
-        "Foundry" in p["title"] for p in pages) else next(p for p in pages if p["type"] == "org")
+    org = (
+        next(p for p in pages if p["type"] == "org" and "Foundry" in p["title"])
+        if any("Foundry" in p["title"] for p in pages)
+        else next(p for p in pages if p["type"] == "org")
+    )
     assert "founded by" in visit.visit_one(org["url"], f"Find who founded {org['title']}.")
     missing = visit.visit_one("https://wiki.venus/Nobody", "goal")
     assert missing.endswith(protocol.VISIT_FAILED_SUMMARY)
     evidence = LocalVisit(pages, with_evidence=True).visit_one(person["url"], "Find x.")
     assert "Evidence in page: \n" + person["text"] in evidence
-    assert select_sentences("A is big. A was founded by B. A is in C.", "Find who founded A.", 1) == ["A was founded by B."]
+    assert select_sentences("A is big. A was founded by B. A is in C.", "Find who founded A.", 1) == [
+        "A was founded by B."
+    ]
     both = asyncio.run(visit.visit([person["url"], org["url"]], "Find x."))
     assert both.count("\n=======\n") == 1
 
@@ -111,8 +129,9 @@ def test_toolbox_never_raises(world_dir):
 
 
 def _cli(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "venus_utils.tools", *args], capture_output=True, text=True,
-                          timeout=120, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "venus_utils.tools", *args], capture_output=True, text=True, timeout=120, env=env
+    )
 
 
 def test_cli_prints_model_view_and_exits_0_on_tool_failure(world_dir, monkeypatch):

@@ -13,8 +13,11 @@ README = Path(os.environ.get("VENUS_README", Path(__file__).resolve().parents[2]
 
 
 def _commands(module: str) -> list[list[str]]:
-    return [shlex.split(line.split(" -m ", 1)[1]) for line in README.read_text().splitlines()
-            if re.match(rf"\.venv/bin/python -m {re.escape(module)} ", line)]
+    return [
+        shlex.split(line.split(" -m ", 1)[1])
+        for line in README.read_text().splitlines()
+        if re.match(rf"\.venv/bin/python -m {re.escape(module)} ", line)
+    ]
 
 
 @pytest.fixture(scope="module")

@@ -18,16 +18,25 @@ def _search(stub, **kw):
 
 
 def _visit(stub, **kw):
-    return JinaVisit(reader_url=stub.url + "/reader", api_base=stub.url + "/v1", model="summ",
-                     timeout=kw.pop("timeout", 2.0), backoff=0.01, **kw)
+    return JinaVisit(
+        reader_url=stub.url + "/reader",
+        api_base=stub.url + "/v1",
+        model="summ",
+        timeout=kw.pop("timeout", 2.0),
+        backoff=0.01,
+        **kw,
+    )
 
 
 def test_serper_success_sends_key_and_hides_it(stub, keys):
     out = asyncio.run(_search(stub, top_k=3).search(["alpha", "beta leakkey"]))
     blocks = json.loads(out)
     assert [len(b["web_page_info_list"]) for b in blocks] == [3, 3]
-    assert blocks[0]["web_page_info_list"][0] == {"title": "Result 1 for alpha", "url": "https://example.org/alpha/1",
-                                                  "snippet": "Snippet 1 about alpha."}
+    assert blocks[0]["web_page_info_list"][0] == {
+        "title": "Result 1 for alpha",
+        "url": "https://example.org/alpha/1",
+        "snippet": "Snippet 1 about alpha.",
+    }
     assert any(h.get("X-API-KEY") == keys["SERPER_KEY_ID"] for h in stub.headers)
     box = Toolbox(_search(stub), _visit(stub))
     leaked = box.call_sync("search", {"query": ["gamma leakkey"]})
@@ -37,7 +46,11 @@ def test_serper_success_sends_key_and_hides_it(stub, keys):
 def test_serper_faults_become_messages(stub, keys):
     search = _search(stub, timeout=0.5, attempts=3)
     t0 = time.monotonic()
-    blocks = json.loads(asyncio.run(search.search(["a http429", "b http500", "c badjson", "d hang", "e noresults", "f slowbody", "ok"])))
+    blocks = json.loads(
+        asyncio.run(
+            search.search(["a http429", "b http500", "c badjson", "d hang", "e noresults", "f slowbody", "ok"])
+        )
+    )
     elapsed = time.monotonic() - t0
     by_q = {b["query"]: b for b in blocks}
     assert len(by_q["a http429"]["web_page_info_list"]) == 10  # retried through two 429s
@@ -63,16 +76,25 @@ def test_serper_env_endpoint_and_cache(stub, keys, monkeypatch, tmp_path):
 def test_jina_visit_with_extractor(stub, keys):
     out = asyncio.run(_visit(stub).visit(["https://site.org/a"], "Find the founding year."))
     assert out == protocol.visit_result_text(
-        "https://site.org/a", "Find the founding year.",
+        "https://site.org/a",
+        "Find the founding year.",
         summary="For the goal 'Find the founding year.': founded in 1931 by Ada Example.",
-        evidence="The company was founded in 1931 by Ada Example.")
+        evidence="The company was founded in 1931 by Ada Example.",
+    )
     assert any(h.get("Authorization") == f"Bearer {keys['JINA_API_KEYS']}" for h in stub.headers)
     assert any(h.get("Authorization") == f"Bearer {keys['API_KEY']}" for h in stub.headers)
 
 
 def test_jina_faults_become_failure_frames(stub, keys):
     visit = _visit(stub, timeout=0.5, attempts=2, extractor_attempts=2)
-    urls = ["https://s/http503once", "https://s/http500", "https://s/hang", "https://s/emptypage", "https://s/slowbody", "https://s/leakkey"]
+    urls = [
+        "https://s/http503once",
+        "https://s/http500",
+        "https://s/hang",
+        "https://s/emptypage",
+        "https://s/slowbody",
+        "https://s/leakkey",
+    ]
     t0 = time.monotonic()
     parts = asyncio.run(visit.visit(urls, "Find it.")).split("\n=======\n")
     assert time.monotonic() - t0 < 8
@@ -131,14 +153,19 @@ def test_keys_given_to_backends_are_used_and_hidden(stub, monkeypatch):
 def test_oversized_bodies_are_refused_on_every_path(stub, keys):
     box = Toolbox(_search(stub, max_bytes=300), _visit(stub, max_bytes=100))
     model_view = json.loads(box.call_sync("search", {"query": ["big"]}))
-    assert model_view[0]["message"] == "Google search failed for 'big': the response is larger than 300 bytes. Please try again later."
+    assert (
+        model_view[0]["message"]
+        == "Google search failed for 'big': the response is larger than 300 bytes. Please try again later."
+    )
     raw = box.call_sync("search", {"query": ["big"]}, raw=True)
     assert raw == model_view[0]["message"]
     assert stub.hits["search:big"] == 2  # refused at once, not retried
     page = box.call_sync("visit", {"url": ["https://s/big"], "goal": "Find it."})
     assert protocol.VISIT_FAILED_SUMMARY in page and "[visit error: the response is larger than 100 bytes]" in page
     roomy = Toolbox(_search(stub, max_bytes=100_000), _visit(stub))
-    assert roomy.call_sync("search", {"query": ["big"]}, raw=True).startswith("A Google search for 'big' found 10 results")
+    assert roomy.call_sync("search", {"query": ["big"]}, raw=True).startswith(
+        "A Google search for 'big' found 10 results"
+    )
 
 
 def _web_cli(stub, monkeypatch, capsys, *argv):

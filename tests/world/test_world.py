@@ -12,19 +12,30 @@ import pytest
 from venus_utils import protocol
 from venus_utils.io import read_json, read_jsonl
 from venus_utils.tools import LocalSearch, LocalVisit, serper_raw_text
-from venus_utils.world import build_world, load_pages
+from venus_utils.world import build_world
 from venus_utils.world.graph import SIZES, NameMaker, build_graph
+from venus_utils.world_store import load_pages
 
 TINY = dict(size="tiny", progress=False, search_top_k=3, snippet_chars=60, visit_max_sentences=1)
 
 
 def _files(d):
-    return {p.relative_to(d).as_posix(): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file() and p.name != "world.json"}
+    return {
+        p.relative_to(d).as_posix(): p.read_bytes()
+        for p in sorted(d.rglob("*"))
+        if p.is_file() and p.name != "world.json"
+    }
 
 
 def test_layout_and_counts(world_dir):
     meta = read_json(world_dir / "world.json")
-    for rel in ("pages.jsonl", "qa/train.parquet", "qa/val.parquet", "qa/test.parquet", "trajectories/train-00000.parquet"):
+    for rel in (
+        "pages.jsonl",
+        "qa/train.parquet",
+        "qa/val.parquet",
+        "qa/test.parquet",
+        "trajectories/train-00000.parquet",
+    ):
         assert (world_dir / rel).is_file(), rel
     pages = load_pages(world_dir)
     assert meta["counts"]["pages"] == len(pages) == 3 * sum(SIZES["tiny"].values())
@@ -32,8 +43,15 @@ def test_layout_and_counts(world_dir):
     assert {"url", "title", "text"} <= set(pages[0])
     qa = {s: pd.read_parquet(world_dir / "qa" / f"{s}.parquet") for s in ("train", "val", "test")}
     assert {s: len(df) for s, df in qa.items()} == meta["counts"]["questions"]
-    assert meta["trajectories"]["rows"] == len(qa["train"]) == pq.read_metadata(world_dir / "trajectories/train-00000.parquet").num_rows
-    assert meta["tools"] == {"search": {"top_k": 3, "snippet_chars": 60}, "visit": {"max_sentences": 1, "with_evidence": False}}
+    assert (
+        meta["trajectories"]["rows"]
+        == len(qa["train"])
+        == pq.read_metadata(world_dir / "trajectories/train-00000.parquet").num_rows
+    )
+    assert meta["tools"] == {
+        "search": {"top_k": 3, "snippet_chars": 60},
+        "visit": {"max_sentences": 1, "with_evidence": False},
+    }
 
 
 def test_deterministic_for_a_seed(tmp_path, world_dir):
@@ -66,7 +84,14 @@ def test_questions_splits_and_answers(world_dir):
     info = pd.DataFrame(list(qa["extra_info"]))
     assert info["hops"].between(2, 4).all() and set(info["hops"]) == {2, 3, 4}
     assert info["index"].is_unique
-    assert (info["split"] == pd.Series(["train"] * meta["counts"]["questions"]["train"] + ["val"] * meta["counts"]["questions"]["val"] + ["test"] * meta["counts"]["questions"]["test"]).values).all()
+    assert (
+        info["split"]
+        == pd.Series(
+            ["train"] * meta["counts"]["questions"]["train"]
+            + ["val"] * meta["counts"]["questions"]["val"]
+            + ["test"] * meta["counts"]["questions"]["test"]
+        ).values
+    ).all()
     heldout = info[info["world"] == 2]
     assert len(heldout) and set(heldout["split"]) <= {"val", "test"}
     assert set(info[info["world"] < 2]["split"]) == {"train", "val", "test"}
@@ -88,7 +113,9 @@ def test_trajectories_raw_schema_and_known_noise(world_dir):
     noise = read_jsonl(world_dir / "trajectory_noise.jsonl")
     found = {"duplicate": 0, "malformed": 0, "disallowed": 0, "wrong_answer": 0}
     qa = pd.read_parquet(world_dir / "qa" / "train.parquet")
-    aliases = {p[0]["content"]: protocol.split_aliases(r["ground_truth"]) for p, r in zip(qa["prompt"], qa["reward_model"])}
+    aliases = {
+        p[0]["content"]: protocol.split_aliases(r["ground_truth"]) for p, r in zip(qa["prompt"], qa["reward_model"])
+    }
     for (_, row), log in zip(df.iterrows(), noise):
         msgs = list(row["messages"])
         assert msgs[0]["role"] == "user" and msgs[0]["content"] == row["meta"]["question"]
@@ -103,7 +130,16 @@ def test_trajectories_raw_schema_and_known_noise(world_dir):
                 kinds.append("disallowed")
             else:
                 args = call.arguments
-                sig = (call.name, tuple(sorted(args.get("query", args.get("url")) if isinstance(args.get("query", args.get("url")), list) else [args.get("query")])))
+                sig = (
+                    call.name,
+                    tuple(
+                        sorted(
+                            args.get("query", args.get("url"))
+                            if isinstance(args.get("query", args.get("url")), list)
+                            else [args.get("query")]
+                        )
+                    ),
+                )
                 if sig in seen:
                     kinds.append("duplicate")
                 seen.add(sig)
@@ -160,8 +196,22 @@ def test_names_split_into_shared_syllables():
     ents, _ = build_graph(0, SIZES["tiny"], random.Random(1), names, 0.1, 0.25)
     for e in ents:
         for word in e.name.split():
-            if word not in ("Labs", "Works", "Group", "Press", "Studios", "Foundry", "Song", "Tale", "Garden", "River",
-                            "Dream", "Winter", "Letters", "Road"):
+            if word not in (
+                "Labs",
+                "Works",
+                "Group",
+                "Press",
+                "Studios",
+                "Foundry",
+                "Song",
+                "Tale",
+                "Garden",
+                "River",
+                "Dream",
+                "Winter",
+                "Letters",
+                "Road",
+            ):
                 assert _split_syllables(word.lower().removesuffix("ia")) or _split_syllables(word.lower()), word
 
 
@@ -184,13 +234,24 @@ def test_cli_builds(tmp_path):
 def test_cleaner_counts_match_world_json(world_dir, tmp_path):
     """The project's cleaner removes exactly the injected noise (skips when the data package is absent)."""
     clean = pytest.importorskip("venus_utils.data.clean")
-    stats = clean.run_clean(clean.CleanConfig(input=str(world_dir / "trajectories"), output_dir=str(tmp_path / "c"),
-                                              compat="strict", workers=1, progress=False, judge="offline"))
+    stats = clean.run_clean(
+        clean.CleanConfig(
+            input=str(world_dir / "trajectories"),
+            output_dir=str(tmp_path / "c"),
+            compat="strict",
+            workers=1,
+            progress=False,
+            judge="offline",
+        )
+    )
     expected = read_json(world_dir / "world.json")["trajectories"]["expected_cleaner"]
     assert stats["duplicate_tool_turns_removed"] == expected["duplicate_tool_turns_removed"]
     assert stats["pruned_tool_turns_removed"] == expected["pruned_tool_turns_removed"]
     assert stats["pruned_tool_name_counts"] == expected["pruned_tool_name_counts"]
-    assert stats["turns_removed_in_valid_rows"]["tool_turn_unparseable_tool_call"] == expected["malformed_tool_turns_skipped"]
+    assert (
+        stats["turns_removed_in_valid_rows"]["tool_turn_unparseable_tool_call"]
+        == expected["malformed_tool_turns_skipped"]
+    )
     assert stats["drop_reasons"].get("incorrect_answer", 0) == expected["wrong_final_answers"]
 
 
@@ -207,7 +268,7 @@ def test_visit_policy_needed_skips_visits_when_the_snippet_has_the_fact(tmp_path
 
 
 def test_load_world_questions_marks_the_held_out_sub_world(world_dir):
-    from venus_utils.world import load_world_questions
+    from venus_utils.world_store import load_world_questions
 
     test = load_world_questions(world_dir, "test")
     assert {"template", "hops", "world", "subworld"} <= set(test.columns)

@@ -1,6 +1,6 @@
 """The DR-Venus agent loop and its model backends.
 
-- :func:`run_agent` (async) / :func:`run_group` / :func:`run_many`: rollouts -> :class:`Rollout`;
+- :func:`run_agent` (async) / :func:`run_many`: rollouts -> :class:`Rollout`;
 - :class:`AgentConfig` (``AgentConfig()`` = inference demo, ``AgentConfig.rl()`` = RL rollout);
 - backends: :class:`TransformersBackend` (any HF causal LM, batched), :class:`OpenAIBackend` (vLLM & co.),
   :class:`ScriptedBackend` (replays), :func:`load_backend`;
@@ -13,13 +13,30 @@ CLI: ``python -m venus_utils.agent ask "question" --model DIR --world DIR`` and
 """
 
 from .backends import Generation, OpenAIBackend, Sampling, ScriptedBackend, TransformersBackend, load_backend
+from .batch import load_questions, run_file, run_file_async
 from .conversation import ChatTokens, Conversation
-from .loop import AgentConfig, Rollout, prediction_of, run_agent, run_group, run_many
-from .runner import load_questions, run_file, run_file_async
+from .loop import AgentConfig, Rollout, prediction_of, run_agent, run_many
 from .settings import AgentSettings, agent_config, model_agent_settings, resolve_agent_settings
 
 __all__ = [
-    "AgentConfig", "AgentSettings", "ChatTokens", "Conversation", "Generation", "OpenAIBackend", "Rollout", "Sampling",
-    "ScriptedBackend", "TransformersBackend", "agent_config", "load_backend", "load_questions", "model_agent_settings",
-    "prediction_of", "resolve_agent_settings", "run_agent", "run_file", "run_file_async", "run_group", "run_many",
+    "AgentConfig",
+    "AgentSettings",
+    "ChatTokens",
+    "Conversation",
+    "Generation",
+    "OpenAIBackend",
+    "Rollout",
+    "Sampling",
+    "ScriptedBackend",
+    "TransformersBackend",
+    "agent_config",
+    "load_backend",
+    "load_questions",
+    "model_agent_settings",
+    "prediction_of",
+    "resolve_agent_settings",
+    "run_agent",
+    "run_file",
+    "run_file_async",
+    "run_many",
 ]

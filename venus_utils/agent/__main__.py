@@ -25,6 +25,12 @@ import sys
 from pathlib import Path
 
 from ..env import redact
+from ..io import dumps_json
+from ..tools import make_toolbox
+from .backends import load_backend
+from .batch import load_questions, run_file
+from .loop import run_agent
+from .settings import resolve_agent_settings
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -34,16 +40,30 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tools", default="local", choices=["local", "web"])
     p.add_argument("--world", default=None, help="world folder for --tools local")
     p.add_argument("--device", default="cpu")
-    p.add_argument("--mode", default="inference", choices=["inference", "rl"], help="DR-Venus's inference or RL loop settings")
-    p.add_argument("--max-turns", type=int, default=None,
-                   help="assistant turns per question (default: the model folder's venus_agent.json, else 200)")
-    p.add_argument("--max-new-tokens", type=int, default=None,
-                   help="new tokens per turn (default: the model folder's venus_agent.json, else 15000; rl: 8192)")
+    p.add_argument(
+        "--mode", default="inference", choices=["inference", "rl"], help="DR-Venus's inference or RL loop settings"
+    )
+    p.add_argument(
+        "--max-turns",
+        type=int,
+        default=None,
+        help="assistant turns per question (default: the model folder's venus_agent.json, else 200)",
+    )
+    p.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=None,
+        help="new tokens per turn (default: the model folder's venus_agent.json, else 15000; rl: 8192)",
+    )
     p.add_argument("--temperature", type=float, default=None)
     p.add_argument("--tool-timeout", type=float, default=150.0)
-    p.add_argument("--system-prompt-style", default=None, choices=["dr-venus", "compact"],
-                   help="the system prompt the model was trained with (compact: the offline profiles); default: the "
-                        "model folder's venus_agent.json, else dr-venus")
+    p.add_argument(
+        "--system-prompt-style",
+        default=None,
+        choices=["dr-venus", "compact"],
+        help="the system prompt the model was trained with (compact: the offline profiles); default: the "
+        "model folder's venus_agent.json, else dr-venus",
+    )
 
 
 MODEL_HINT = "expected a save_pretrained model folder or an http(s)://host:port/v1 server"
@@ -73,25 +93,21 @@ def _model_paths(parser: argparse.ArgumentParser, args) -> None:
         if not (model / "config.json").is_file():
             parser.error(f"not a model folder: {model} has no config.json ({MODEL_HINT})")
     if args.tokenizer and not Path(args.tokenizer).is_dir():
-        parser.error(f"tokenizer folder not found: {args.tokenizer} (expected the folder of the model's tokenizer, "
-                     "e.g. its save_pretrained folder)")
+        parser.error(
+            f"tokenizer folder not found: {args.tokenizer} (expected the folder of the model's tokenizer, "
+            "e.g. its save_pretrained folder)"
+        )
 
 
 def _setup(parser: argparse.ArgumentParser, args):
     """``(backend, tools, cfg, questions)``, every path checked before the model loads; a bad input ends in
     ``parser.error`` (one message, exit 2)."""
-    from ..tools import make_toolbox
-    from .backends import load_backend
-    from .settings import resolve_agent_settings
-
     if args.tools == "local" and not args.world:
         parser.error("--tools local needs --world DIR (build one with `python -m venus_utils.world build --out DIR`)")
     questions = None
     if args.command == "ask" and not args.question.strip():
         parser.error("the question is empty")
     if args.command == "run":
-        from .runner import load_questions
-
         try:
             questions = load_questions(args.input)
         except (OSError, ValueError) as exc:  # missing, a folder, empty, unreadable or without a question column
@@ -100,9 +116,14 @@ def _setup(parser: argparse.ArgumentParser, args):
     _output_file(parser, getattr(args, "output", None), "output")
     _output_file(parser, getattr(args, "trace", None), "trace")
     try:
-        settings = resolve_agent_settings(args.model, tokenizer=args.tokenizer, mode=args.mode,
-                                          system_prompt_style=args.system_prompt_style, max_turns=args.max_turns,
-                                          max_new_tokens=args.max_new_tokens)
+        settings = resolve_agent_settings(
+            args.model,
+            tokenizer=args.tokenizer,
+            mode=args.mode,
+            system_prompt_style=args.system_prompt_style,
+            max_turns=args.max_turns,
+            max_new_tokens=args.max_new_tokens,
+        )
     except ValueError as exc:  # a malformed venus_agent.json in the model folder, or a limit below 1
         parser.error(str(exc))
     cfg = settings.config(**({"temperature": args.temperature} if args.temperature is not None else {}))
@@ -112,8 +133,9 @@ def _setup(parser: argparse.ArgumentParser, args):
     except (OSError, ValueError) as exc:  # a missing or malformed world folder
         parser.error(str(exc))
     try:
-        backend = load_backend(args.model, device=args.device, served_model_name=args.served_model_name,
-                               tokenizer=args.tokenizer)
+        backend = load_backend(
+            args.model, device=args.device, served_model_name=args.served_model_name, tokenizer=args.tokenizer
+        )
     except (OSError, ValueError) as exc:  # e.g. a model folder without weights or tokenizer files
         detail = (str(exc).strip() or type(exc).__name__).splitlines()[0]
         parser.error(f"cannot load the model {args.model}: {detail} ({MODEL_HINT})")
@@ -127,8 +149,12 @@ def _printer(cfg):
     def on_event(event: dict) -> None:
         if event["event"] == "generate":
             forced = f" (forced to answer: {event['forced']})" if event["forced"] else ""
-            print(f"[agent] turn {event['step'] + 1}/{cfg.max_turns}: generating, at most {cfg.max_new_tokens} new "
-                  f"tokens{forced}...", file=sys.stderr, flush=True)
+            print(
+                f"[agent] turn {event['step'] + 1}/{cfg.max_turns}: generating, at most {cfg.max_new_tokens} new "
+                f"tokens{forced}...",
+                file=sys.stderr,
+                flush=True,
+            )
         elif event["message"]["role"] != "system":
             msg = event["message"]
             print(f"--- {msg['role']} ---\n{redact(msg['content'])}\n", flush=True)
@@ -137,8 +163,9 @@ def _printer(cfg):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m venus_utils.agent", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m venus_utils.agent", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     ask = sub.add_parser("ask", help="research one question and print the trajectory")
     ask.add_argument("question")
@@ -155,20 +182,27 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     backend, tools, cfg, questions = _setup(parser, args)
     if args.command == "ask":
-        from ..io import dumps_json
-        from .loop import run_agent
-
         rollout = asyncio.run(run_agent(args.question, backend, tools, cfg, on_event=_printer(cfg)))
-        print(f"=== prediction: {rollout.prediction}\n=== termination: {rollout.termination}, turns {rollout.turns}, "
-              f"tool calls {rollout.tool_call_count}, {rollout.elapsed_seconds:.1f} s")
+        print(
+            f"=== prediction: {rollout.prediction}\n=== termination: {rollout.termination}, turns {rollout.turns}, "
+            f"tool calls {rollout.tool_call_count}, {rollout.elapsed_seconds:.1f} s"
+        )
         if args.trace:
             with open(args.trace, "a", encoding="utf-8") as fh:
                 fh.write(dumps_json(rollout.to_dict(), indent=None) + "\n")
         return 0
-    from .runner import run_file
 
-    summary = run_file(questions, args.output, backend, tools, cfg, samples=args.samples, workers=args.workers,
-                       limit=args.limit, token_ids=args.token_ids)
+    summary = run_file(
+        questions,
+        args.output,
+        backend,
+        tools,
+        cfg,
+        samples=args.samples,
+        workers=args.workers,
+        limit=args.limit,
+        token_ids=args.token_ids,
+    )
     print(json.dumps(summary, indent=2))
     return 0
 

@@ -17,9 +17,12 @@ import re
 import threading
 import weakref
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+
+import httpx
 
 from ..env import redact, secret
 from .conversation import ChatTokens, Conversation
@@ -77,8 +80,8 @@ def finish_ids(chat: ChatTokens, ids: list[int], stops: tuple[str, ...]) -> Gene
 # --------------------------------------------------------------------------------------------------------
 _LOAD_LOCK = threading.Lock()  # one load at a time, process-wide; concurrent loads of one model wait for the first
 _CACHE_LOCK = threading.Lock()  # guards the two tables below (held briefly: a cached model never waits for a load)
-_LOADED: dict[tuple[str, str], tuple[tuple, "weakref.ref", Any]] = {}  # (folder, device) -> (files, model, tokenizer)
-_KEPT: "OrderedDict[tuple[str, str], Any]" = OrderedDict()  # models held although no backend uses them (``keep=True``)
+_LOADED: dict[tuple[str, str], tuple[tuple, weakref.ref, Any]] = {}  # (folder, device) -> (files, model, tokenizer)
+_KEPT: OrderedDict[tuple[str, str], Any] = OrderedDict()  # models held although no backend uses them (``keep=True``)
 MAX_KEPT_MODELS = 2  # the most models ``keep=True`` holds in memory; the least recently used one is let go
 
 
@@ -167,8 +170,15 @@ class TransformersBackend:
     its thread at once instead of generating up to ``max_new_tokens``).
     """
 
-    def __init__(self, model: Any, tokenizer: Any, max_batch: int = 16, seed: int | None = 0, device: str | None = None,
-                 stop_event: threading.Event | None = None):
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        max_batch: int = 16,
+        seed: int | None = 0,
+        device: str | None = None,
+        stop_event: threading.Event | None = None,
+    ):
         import torch
 
         self.model, self.chat, self.max_batch = model, ChatTokens(tokenizer), max_batch
@@ -182,7 +192,7 @@ class TransformersBackend:
         self._lock = threading.Lock()
 
     @classmethod
-    def from_pretrained(cls, path: str, device: str = "cpu", keep: bool = False, **kwargs) -> "TransformersBackend":
+    def from_pretrained(cls, path: str, device: str = "cpu", keep: bool = False, **kwargs) -> TransformersBackend:
         """A backend on a model folder, loaded (or shared) by :func:`load_pretrained`."""
         model, tokenizer = load_pretrained(path, device=device, keep=keep)
         return cls(model, tokenizer, device=device, **kwargs)
@@ -226,13 +236,15 @@ class TransformersBackend:
             ids = self.chat.encode(stop)
             if len(ids) == 1:
                 stop_ids.add(ids[0])
-        kwargs = dict(max_new_tokens=sampling.max_new_tokens, eos_token_id=sorted(stop_ids) or None,
-                      pad_token_id=self.pad_id)
+        kwargs = dict(
+            max_new_tokens=sampling.max_new_tokens, eos_token_id=sorted(stop_ids) or None, pad_token_id=self.pad_id
+        )
         if self.stop_event is not None:
             kwargs["stopping_criteria"] = _stop_when_set(self.stop_event)
         if sampling.temperature > 0:
-            kwargs.update(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p,
-                          top_k=sampling.top_k or 0)
+            kwargs.update(
+                do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k or 0
+            )
         else:
             kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
         with self._lock, torch.no_grad():
@@ -272,8 +284,14 @@ class OpenAIBackend:
         self.base_url = self.base_url.rstrip("/")
 
     def _body(self, sampling: Sampling) -> dict:
-        body = {"model": self.model, "max_tokens": sampling.max_new_tokens, "temperature": sampling.temperature,
-                "top_p": sampling.top_p, "presence_penalty": sampling.presence_penalty, **self.extra_body}
+        body = {
+            "model": self.model,
+            "max_tokens": sampling.max_new_tokens,
+            "temperature": sampling.temperature,
+            "top_p": sampling.top_p,
+            "presence_penalty": sampling.presence_penalty,
+            **self.extra_body,
+        }
         if sampling.top_k:
             body["top_k"] = sampling.top_k
         if sampling.stop:
@@ -281,8 +299,6 @@ class OpenAIBackend:
         return body
 
     async def generate(self, conv: Conversation, sampling: Sampling) -> Generation:
-        import httpx
-
         key = self.api_key or secret("OPENAI_API_KEY") or "EMPTY"
         body = self._body(sampling)
         if self.mode == "completions":
@@ -295,7 +311,8 @@ class OpenAIBackend:
             async with httpx.AsyncClient() as client:
                 response = await asyncio.wait_for(
                     client.post(url, json=body, headers={"Authorization": f"Bearer {key}"}, timeout=self.timeout),
-                    self.timeout)
+                    self.timeout,
+                )
             response.raise_for_status()
             choice = response.json()["choices"][0]
         except Exception as exc:
@@ -343,11 +360,17 @@ class ScriptedBackend:
 
 def strip_think_prefix(text: str, prefix: str) -> str:
     """An assistant message without the reasoning opener the generation prompt supplies (for replays)."""
-    return text[len(prefix):] if prefix and text.startswith(prefix) else re.sub(r"^\s*<think>\n?", "", text)
+    return text[len(prefix) :] if prefix and text.startswith(prefix) else re.sub(r"^\s*<think>\n?", "", text)
 
 
-def load_backend(model: str, device: str = "cpu", served_model_name: str = "model", tokenizer: str | None = None,
-                 mode: str | None = None, **kwargs) -> Any:
+def load_backend(
+    model: str,
+    device: str = "cpu",
+    served_model_name: str = "model",
+    tokenizer: str | None = None,
+    mode: str | None = None,
+    **kwargs,
+) -> Any:
     """``model`` = a local HF folder (transformers) or an ``http(s)://host:port/v1`` URL (OpenAI-compatible)."""
     if model.startswith(("http://", "https://")):
         tok = None

@@ -1,6 +1,6 @@
 """The conversation of one rollout, as messages *and* as the exact token ids the policy saw and sampled.
 
-DR-Venus re-renders the training sequence from the message list after the episode (spec §7.2), so tag
+DR-Venus re-renders the training sequence from the message list after the episode (``dr_agent_loop.py``), so tag
 repair, template reformatting or a reasoning-stripping forced message put tokens under the loss that the
 model never generated.  Here the context is built by concatenation instead:
 
@@ -28,12 +28,12 @@ class ChatTokens:
         self.tok = tokenizer
         user = [{"role": "system", "content": "S"}, {"role": "user", "content": "Q"}]
         with_gen = self.render(user, add_generation_prompt=True)
-        self.generation_prompt = with_gen[len(self.render(user)):]
+        self.generation_prompt = with_gen[len(self.render(user)) :]
         cut = self.generation_prompt.find("<think>")
         self.think_prefix = self.generation_prompt[cut:] if cut != -1 else ""  # the reasoning opener the template adds
         probe = user + [{"role": "assistant", "content": f"<think>\nr\n</think>\n\n{_PROBE}"}]
         rendered = self.render(probe)
-        self.end_of_turn = rendered[rendered.rfind(_PROBE) + len(_PROBE):]  # e.g. "<|im_end|>\n"
+        self.end_of_turn = rendered[rendered.rfind(_PROBE) + len(_PROBE) :]  # e.g. "<|im_end|>\n"
         self._probe, self._probe_text = probe, rendered
         self.eos_ids = self._eos_ids()
 
@@ -62,10 +62,10 @@ class ChatTokens:
         """Tokens between a sampled turn ``after`` and the next generation: rest of the end-of-turn text, the
         user message and the generation prompt."""
         tail = self.decode(after[-1:]) if after and after[-1] in self.eos_ids else ""
-        rest = self.end_of_turn[len(tail):] if tail and self.end_of_turn.startswith(tail) else self.end_of_turn
+        rest = self.end_of_turn[len(tail) :] if tail and self.end_of_turn.startswith(tail) else self.end_of_turn
         full = self.render(self._probe + [{"role": "user", "content": content}], add_generation_prompt=True)
         if full.startswith(self._probe_text):
-            return self.encode(rest + full[len(self._probe_text):])
+            return self.encode(rest + full[len(self._probe_text) :])
         alone = self.render([{"role": "user", "content": content}], add_generation_prompt=True)  # pragma: no cover
         return self.encode(rest + alone)
 

@@ -1,9 +1,10 @@
-"""The DR-Venus agent loop (rl-inference §2 and §6.1), one visible loop.
+"""The DR-Venus agent loop (``RL/scrl/llm_agent/dr_agent_loop.py`` and ``Inference/run_demo.py``), one visible loop.
 
     messages = [system prompt with the tools and the date, question]
     for each step:
         stop on the time limit; on the last step or past the context budget, replace the latest tool
-        response by a forcing note wrapped in <tool_response> (spec §7.1) and make this the last step
+        response by a forcing note wrapped in <tool_response> (a plain user message would make the Qwen3
+        template drop the reasoning of earlier turns) and make this the last step
         generate a turn (retrying on API failure, repetition, parse error or a duplicate call, if enabled)
         repair the tags, append the assistant message
         answer -> done | tool call -> run the tool, append <tool_response>result</tool_response>
@@ -21,11 +22,13 @@ import asyncio
 import random
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from .. import protocol
 from ..protocol import THINK_RE
+from ..rl.format_penalty import turn_format_error  # IGPO's turn format check, recorded per turn
 from .backends import Generation, Sampling
 from .conversation import Conversation
 
@@ -58,17 +61,27 @@ class AgentConfig:
             raise ValueError(f"tag_repair must be one of {protocol.REPAIR_MODES}, got {self.tag_repair!r}")
 
     @classmethod
-    def rl(cls, **overrides) -> "AgentConfig":
+    def rl(cls, **overrides) -> AgentConfig:
         """DR-Venus's RL rollout (``dr_agent_loop.py``): 8192 tokens/turn, no top-k, no presence penalty, no
         retries, no stop strings, unknown tools allowed, the RL malformed message, context 261000 - 8192, and its
         tag repair (an unclosed ``<think>`` is closed at the end of the turn: a call inside it is penalised)."""
-        values = dict(max_new_tokens=8192, top_k=None, presence_penalty=0.0, stop=(), attempts=1,
-                      reject_unknown_tools=False, malformed_message=protocol.MALFORMED_RL, context_limit=252_808,
-                      tag_repair="training")
+        values = dict(
+            max_new_tokens=8192,
+            top_k=None,
+            presence_penalty=0.0,
+            stop=(),
+            attempts=1,
+            reject_unknown_tools=False,
+            malformed_message=protocol.MALFORMED_RL,
+            context_limit=252_808,
+            tag_repair="training",
+        )
         return cls(**{**values, **overrides})
 
     def sampling(self) -> Sampling:
-        return Sampling(self.max_new_tokens, self.temperature, self.top_p, self.top_k, self.presence_penalty, self.stop)
+        return Sampling(
+            self.max_new_tokens, self.temperature, self.top_p, self.top_k, self.presence_penalty, self.stop
+        )
 
 
 @dataclass
@@ -109,8 +122,6 @@ def prediction_of(messages: list[dict]) -> str | None:
 
 
 def _format_error(text: str, final: bool) -> str | None:
-    from ..rl.format_penalty import turn_format_error  # IGPO's turn format check, recorded per turn
-
     return turn_format_error(text, final)
 
 
@@ -145,8 +156,13 @@ async def _generate_turn(backend, conv: Conversation, cfg: AgentConfig, seen: se
     return None  # pragma: no cover
 
 
-async def run_agent(question: str, backend: Any, tools: Any, cfg: AgentConfig | None = None,
-                    on_event: Callable[[dict], None] | None = None) -> Rollout:
+async def run_agent(
+    question: str,
+    backend: Any,
+    tools: Any,
+    cfg: AgentConfig | None = None,
+    on_event: Callable[[dict], None] | None = None,
+) -> Rollout:
     """Research ``question`` with ``backend`` (a model) and ``tools`` (a :class:`venus_utils.tools.Toolbox`).
 
     ``on_event`` (optional) sees the rollout as it happens: ``{"event": "message", "step", "message"}`` for every
@@ -178,26 +194,41 @@ async def run_agent(question: str, backend: Any, tools: Any, cfg: AgentConfig | 
             if forced:
                 conv.replace_last_user(protocol.wrap_tool_response(note))
                 notify({"event": "message", "step": step, "message": dict(conv.messages[-1])})
-            r.boundaries.append({"step": step, "context_len": len(conv), "n_messages": len(conv.messages), "tool": None})
+            r.boundaries.append(
+                {"step": step, "context_len": len(conv), "n_messages": len(conv.messages), "tool": None}
+            )
             notify({"event": "generate", "step": step, "forced": forced})
             t_gen = time.monotonic()
             out = await _generate_turn(backend, conv, cfg, seen, r, think_prefix)
             gen_s = time.monotonic() - t_gen
             if out is None:
-                r.termination = {"token_limit": "token_limit_no_answer", "max_steps": "max_steps"}.get(forced, "llm_error")
+                r.termination = {"token_limit": "token_limit_no_answer", "max_steps": "max_steps"}.get(
+                    forced, "llm_error"
+                )
                 break
             gen, text, turn, attempts = out
             conv.add_assistant(text, gen.ids)
             notify({"event": "message", "step": step, "message": dict(conv.messages[-1])})
             r.turns += 1
-            log = {"step": step, "kind": turn.kind, "tool": turn.call.name if turn.call else None,
-                   "arguments": turn.call.arguments if turn.kind == "call" else None, "error": turn.error,
-                   "format_error": _format_error(text, final=turn.kind == "answer"), "gen_s": round(gen_s, 4),
-                   "tool_s": 0.0, "new_tokens": len(gen.ids) if gen.ids is not None else None,
-                   "finish_reason": gen.finish_reason, "attempts": attempts, "forced": forced}
+            log = {
+                "step": step,
+                "kind": turn.kind,
+                "tool": turn.call.name if turn.call else None,
+                "arguments": turn.call.arguments if turn.kind == "call" else None,
+                "error": turn.error,
+                "format_error": _format_error(text, final=turn.kind == "answer"),
+                "gen_s": round(gen_s, 4),
+                "tool_s": 0.0,
+                "new_tokens": len(gen.ids) if gen.ids is not None else None,
+                "finish_reason": gen.finish_reason,
+                "attempts": attempts,
+                "forced": forced,
+            }
             r.turn_log.append(log)
             if turn.kind == "answer":
-                r.termination = {"token_limit": "answered_token_limit", "max_steps": "answered_max_steps"}.get(forced, "answered")
+                r.termination = {"token_limit": "answered_token_limit", "max_steps": "answered_max_steps"}.get(
+                    forced, "answered"
+                )
                 break
             if forced:
                 r.termination = {"token_limit": "token_limit_no_answer", "max_steps": "max_steps"}[forced]
@@ -223,12 +254,17 @@ async def run_agent(question: str, backend: Any, tools: Any, cfg: AgentConfig | 
     r.elapsed_seconds = round(time.monotonic() - start, 3)
     if chat is not None:
         ids, mask = conv.ids, conv.mask
-        r.prompt_ids, r.completion_ids, r.completion_mask = ids[: conv.prompt_len], ids[conv.prompt_len:], mask[conv.prompt_len:]
+        r.prompt_ids, r.completion_ids, r.completion_mask = (
+            ids[: conv.prompt_len],
+            ids[conv.prompt_len :],
+            mask[conv.prompt_len :],
+        )
     return r
 
 
-async def run_many(questions: list[str], backend: Any, tools: Any, cfg: AgentConfig | None = None,
-                   concurrency: int = 8) -> list[Rollout]:
+async def run_many(
+    questions: list[str], backend: Any, tools: Any, cfg: AgentConfig | None = None, concurrency: int = 8
+) -> list[Rollout]:
     """Rollouts for ``questions`` (repeat a question n times for a GRPO group), ``concurrency`` at a time; a
     transformers backend batches the concurrent generations."""
     gate = asyncio.Semaphore(max(1, concurrency))
@@ -238,8 +274,3 @@ async def run_many(questions: list[str], backend: Any, tools: Any, cfg: AgentCon
             return await run_agent(q, backend, tools, cfg)
 
     return list(await asyncio.gather(*(one(q) for q in questions)))
-
-
-def run_group(question: str, n: int, backend: Any, tools: Any, cfg: AgentConfig | None = None) -> list[Rollout]:
-    """``n`` rollouts of one question, concurrently (blocking helper for notebooks and the RL trainer)."""
-    return asyncio.run(run_many([question] * n, backend, tools, cfg, concurrency=n))

@@ -21,11 +21,14 @@ A model without the file (a base model, an OpenAI-compatible endpoint without ``
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from .. import protocol
+from ..io import read_json, write_json
+from .loop import AgentConfig
 
 SETTINGS_FILE = "venus_agent.json"
 KEYS = ("system_prompt_style", "max_turns", "max_new_tokens")
@@ -35,8 +38,6 @@ STAGES = ("sft", "rl")
 def dr_venus_defaults(mode: str = "inference") -> dict[str, Any]:
     """DR-Venus's values of :data:`KEYS`: its inference demo (``AgentConfig()``) or its RL rollout
     (``AgentConfig.rl()``)."""
-    from .loop import AgentConfig
-
     if mode not in ("inference", "rl"):
         raise ValueError(f"mode must be inference or rl, got {mode!r}")
     cfg = AgentConfig.rl() if mode == "rl" else AgentConfig()
@@ -52,8 +53,9 @@ def _check(values: Mapping[str, Any], where: str) -> dict[str, Any]:
         value = values[key]
         if key == "system_prompt_style":
             if value not in protocol.SYSTEM_PROMPT_STYLES:
-                raise ValueError(f"{where}: system_prompt_style must be one of {protocol.SYSTEM_PROMPT_STYLES}, "
-                                 f"got {value!r}")
+                raise ValueError(
+                    f"{where}: system_prompt_style must be one of {protocol.SYSTEM_PROMPT_STYLES}, got {value!r}"
+                )
         elif isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{where}: {key} must be a whole number >= 1, got {value!r}")
         out[key] = value
@@ -79,18 +81,23 @@ class AgentSettings:
     def config(self, **overrides: Any):
         """The :class:`~venus_utils.agent.loop.AgentConfig` of :attr:`mode` (DR-Venus's inference or RL loop) with
         these settings; ``overrides`` set any other field (temperature, time_limit_s...)."""
-        from .loop import AgentConfig
-
         values = {**self.values(), **overrides}
         return AgentConfig.rl(**values) if self.mode == "rl" else AgentConfig(**values)
 
     def describe(self) -> str:
         """One line for a log: ``prompt compact, max_turns 8, max_new_tokens 128 (model folder (rl))``, each value's
         origin in brackets."""
-        where = {"option": "given", "model": f"model folder ({self.stage or 'venus_agent.json'})",
-                 "fallback": "fallback", "default": "DR-Venus default"}
-        parts = [f"prompt {self.system_prompt_style}", f"max_turns {self.max_turns}",
-                 f"max_new_tokens {self.max_new_tokens}"]
+        where = {
+            "option": "given",
+            "model": f"model folder ({self.stage or 'venus_agent.json'})",
+            "fallback": "fallback",
+            "default": "DR-Venus default",
+        }
+        parts = [
+            f"prompt {self.system_prompt_style}",
+            f"max_turns {self.max_turns}",
+            f"max_new_tokens {self.max_new_tokens}",
+        ]
         origins = [where.get(self.origin.get(k, "default"), "?") for k in KEYS]
         if len(set(origins)) == 1:
             return f"{', '.join(parts)} ({origins[0]})"
@@ -126,20 +133,17 @@ def check_model_agent_settings(settings: Mapping[str, Any], where: str = "agent_
 def write_model_agent_settings(folder: str | os.PathLike, settings: Mapping[str, Any], stage: str) -> Path:
     """Write ``folder/venus_agent.json`` (atomically): how the model in ``folder`` was trained (``settings``: the
     :data:`KEYS`; ``stage``: sft | rl)."""
-    from ..io import write_json
-
     path = Path(folder) / SETTINGS_FILE
     if stage not in STAGES:
         raise ValueError(f"{path}: stage must be one of {STAGES}, got {stage!r}")
     return write_json(path, {**check_model_agent_settings(settings, str(path)), "stage": stage})
 
 
-def model_agent_settings(folder: str | os.PathLike | None, fallback: Mapping[str, Any] | None = None,
-                         mode: str = "inference") -> AgentSettings:
+def model_agent_settings(
+    folder: str | os.PathLike | None, fallback: Mapping[str, Any] | None = None, mode: str = "inference"
+) -> AgentSettings:
     """What ``folder/venus_agent.json`` says, each value missing there taken from ``fallback``, else from DR-Venus's
     defaults for ``mode``.  No folder or no file: the fallbacks.  A malformed file raises ValueError naming it."""
-    from ..io import read_json
-
     base = dr_venus_defaults(mode)
     values, origin = dict(base), {key: "default" for key in KEYS}
     for key, value in _check(fallback or {}, "fallback").items():
@@ -153,32 +157,55 @@ def model_agent_settings(folder: str | os.PathLike | None, fallback: Mapping[str
     for key, value in _check(data, str(path)).items():
         values[key], origin[key] = value, "model"
     stage = data.get("stage")
-    return AgentSettings(**values, stage=str(stage) if stage is not None else None, source=str(path), origin=origin,
-                         mode=mode)
+    return AgentSettings(
+        **values, stage=str(stage) if stage is not None else None, source=str(path), origin=origin, mode=mode
+    )
 
 
-def resolve_agent_settings(model: str | os.PathLike | None, *, tokenizer: str | os.PathLike | None = None,
-                           system_prompt_style: str | None = None, max_turns: int | None = None,
-                           max_new_tokens: int | None = None, fallback: Mapping[str, Any] | None = None,
-                           mode: str = "inference") -> AgentSettings:
+def resolve_agent_settings(
+    model: str | os.PathLike | None,
+    *,
+    tokenizer: str | os.PathLike | None = None,
+    system_prompt_style: str | None = None,
+    max_turns: int | None = None,
+    max_new_tokens: int | None = None,
+    fallback: Mapping[str, Any] | None = None,
+    mode: str = "inference",
+) -> AgentSettings:
     """The settings to run ``model`` (a model folder or an ``http(s)://`` endpoint) with: the values given here (None:
     not given) > the model's ``venus_agent.json`` (:func:`settings_folder`) > ``fallback`` > DR-Venus's defaults."""
     found = model_agent_settings(settings_folder(model, tokenizer), fallback, mode)
-    given = _check({"system_prompt_style": system_prompt_style, "max_turns": max_turns,
-                    "max_new_tokens": max_new_tokens}, "the settings given")
+    given = _check(
+        {"system_prompt_style": system_prompt_style, "max_turns": max_turns, "max_new_tokens": max_new_tokens},
+        "the settings given",
+    )
     if not given:
         return found
     origin = {**found.origin, **{key: "option" for key in given}}
-    return AgentSettings(**{**found.values(), **given}, stage=found.stage, source=found.source, origin=origin,
-                         mode=mode)
+    return AgentSettings(
+        **{**found.values(), **given}, stage=found.stage, source=found.source, origin=origin, mode=mode
+    )
 
 
-def agent_config(model: str | os.PathLike | None, mode: str = "inference", *,
-                 tokenizer: str | os.PathLike | None = None,
-                 system_prompt_style: str | None = None, max_turns: int | None = None,
-                 max_new_tokens: int | None = None, fallback: Mapping[str, Any] | None = None, **overrides: Any):
+def agent_config(
+    model: str | os.PathLike | None,
+    mode: str = "inference",
+    *,
+    tokenizer: str | os.PathLike | None = None,
+    system_prompt_style: str | None = None,
+    max_turns: int | None = None,
+    max_new_tokens: int | None = None,
+    fallback: Mapping[str, Any] | None = None,
+    **overrides: Any,
+):
     """An :class:`~venus_utils.agent.loop.AgentConfig` (``mode``: DR-Venus's inference or RL loop) for ``model``, its
     prompt style and limits from :func:`resolve_agent_settings`; ``overrides`` set any other field (temperature...)."""
-    return resolve_agent_settings(model, tokenizer=tokenizer, system_prompt_style=system_prompt_style,
-                                  max_turns=max_turns, max_new_tokens=max_new_tokens, fallback=fallback,
-                                  mode=mode).config(**overrides)
+    return resolve_agent_settings(
+        model,
+        tokenizer=tokenizer,
+        system_prompt_style=system_prompt_style,
+        max_turns=max_turns,
+        max_new_tokens=max_new_tokens,
+        fallback=fallback,
+        mode=mode,
+    ).config(**overrides)

@@ -1,8 +1,12 @@
 """Stage 01-02 data work: cleaning, correctness filtering, token accounting and turn-aware resampling.
 
 - :mod:`~venus_utils.data.clean` — the cleaner (``python -m venus_utils.data.clean``), :class:`CleanConfig`,
-  :func:`run_clean`; ``--compat reference`` reproduces DR-Venus's ``prepare_trajectories.py``;
-- :mod:`~venus_utils.data.rules` — the per-row rules of spec sft-data.md §2 and the strict fixes of §6;
+  :func:`run_clean`; ``--compat reference`` reproduces DR-Venus's ``prepare_trajectories.py``; below it, one way:
+  :mod:`~venus_utils.data.clean_shards` (``--shard`` / ``--merge-shards``), :mod:`~venus_utils.data.clean_finish`
+  (the finishing steps: filters, judge, resampling, split, writing, ``stats.json``) and
+  :mod:`~venus_utils.data.clean_core` (:class:`CleanConfig`, the worker processes, the output folder's lock);
+- :mod:`~venus_utils.data.rules` — the per-row rules of DR-Venus's ``prepare_trajectories.py`` and the strict
+  mode's fixes of its defects;
 - :mod:`~venus_utils.data.search_text` — raw Serper search text -> the SFT search JSON;
 - :mod:`~venus_utils.data.resample` — :class:`ResamplePolicy`, resampling and the train/val split;
 - :mod:`~venus_utils.data.tokens` — token accounting with the training tokenizer;

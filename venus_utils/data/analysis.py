@@ -11,10 +11,12 @@ from __future__ import annotations
 import html
 import json
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import pandas as pd
+import pyarrow.parquet as pq
 
 from .. import protocol
 from . import rules
@@ -32,12 +34,26 @@ FUNNEL_STAGES = ("source", "normalised", "valid", "correct", "resampled")
 
 def _clip(text: Any, limit: int) -> str:
     text = "" if text is None else str(text)
-    return text if len(text) <= limit else text[: limit // 2] + f"\n[... {len(text) - limit} characters ...]\n" + text[-limit // 2 :]
+    return (
+        text
+        if len(text) <= limit
+        else text[: limit // 2] + f"\n[... {len(text) - limit} characters ...]\n" + text[-limit // 2 :]
+    )
 
 
-def _example(rule: str, spec: str, before: str, ref: Any, strict: Any, limit: int) -> dict:
-    return {"rule": rule, "spec": spec, "before (raw)": _clip(before, limit),
-            "after (reference)": _clip(ref, limit), "after (strict)": _clip(strict, limit)}
+#: The column naming, for each example, the function of DR-Venus's ``prepare_trajectories.py`` that applies the
+#: rule and, where the strict mode changes the outcome, the strict fix (:data:`~.rules.STRICT_FIXES`) involved.
+STEP_COLUMN = "DR-Venus function / strict fix"
+
+
+def _example(rule: str, step: str, before: str, ref: Any, strict: Any, limit: int) -> dict:
+    return {
+        "rule": rule,
+        STEP_COLUMN: step,
+        "before (raw)": _clip(before, limit),
+        "after (reference)": _clip(ref, limit),
+        "after (strict)": _clip(strict, limit),
+    }
 
 
 def rule_examples(rows: Iterable[dict], limit: int = 700) -> pd.DataFrame:
@@ -62,28 +78,76 @@ def rule_examples(rows: Iterable[dict], limit: int = 700) -> pd.DataFrame:
                 name = calls[0].get("name") if calls else None
                 strict_turn = rules.clean_tool_turn_strict(text, Counter())[0]
                 if want("std") and calls and any(k in (calls[0].get("arguments") or {}) for k in ("queries", "urls")):
-                    found["std"] = _example("tool call standardised", "§2.4", text, rules.clean_tool_turn_reference(text), strict_turn, limit)
+                    found["std"] = _example(
+                        "tool call standardised",
+                        "clean_toolcall_output",
+                        text,
+                        rules.clean_tool_turn_reference(text),
+                        strict_turn,
+                        limit,
+                    )
                 if want("nothink") and "<think>" not in text:
-                    found["nothink"] = _example("turn without reasoning dropped", "§2.4", text, removed, removed, limit)
+                    found["nothink"] = _example(
+                        "turn without reasoning dropped", "clean_toolcall_output", text, removed, removed, limit
+                    )
                 if want("prune") and isinstance(name, str) and name.lower() not in rules.DEDUP_TOOLS:
-                    found["prune"] = _example(f"disallowed tool pruned ({name})", "§2.8", text, removed, removed, limit)
+                    found["prune"] = _example(
+                        f"disallowed tool pruned ({name})",
+                        "prune_disallowed_tool_turns",
+                        text,
+                        removed,
+                        removed,
+                        limit,
+                    )
                 if want("multi") and len(protocol.TOOL_CALL_RE.findall(text)) > 1:
-                    found["multi"] = _example("several calls in one turn", "§6.5", text, rules.clean_tool_turn_reference(text),
-                                              "(turn rejected: its response answers more than the first call)", limit)
+                    found["multi"] = _example(
+                        "several calls in one turn",
+                        "clean_toolcall_output; multiple_tool_calls_rejected",
+                        text,
+                        rules.clean_tool_turn_reference(text),
+                        "(turn rejected: its response answers more than the first call)",
+                        limit,
+                    )
             elif role in ("user", "tool") and i > 0 and "Web Results" in text:
                 body = text.replace("<tool_response>", "").replace("</tool_response>", "").strip()
                 key = "sep" if "=======" in body else "source" if "\nSource:" in body else "search"
                 if want(key):
-                    label = {"sep": "multi-query search: '=======' leak", "source": "search 'Source:' line",
-                             "search": "search text parsed to JSON"}[key]
-                    found[key] = _example(label, {"sep": "§2.6, §6.3a", "source": "§2.6, §6.3b", "search": "§2.6"}[key],
-                                          body, parse_search_reference(body), parse_search_strict(body), limit)
+                    label = {
+                        "sep": "multi-query search: '=======' leak",
+                        "source": "search 'Source:' line",
+                        "search": "search text parsed to JSON",
+                    }[key]
+                    found[key] = _example(
+                        label,
+                        {
+                            "sep": "parse_search_results; search_separator_removed",
+                            "source": "parse_search_results; search_source_line_removed",
+                            "search": "parse_search_results",
+                        }[key],
+                        body,
+                        parse_search_reference(body),
+                        parse_search_strict(body),
+                        limit,
+                    )
                 if want("fail") and "No results found" in body:
-                    found["fail"] = _example("failed query in a search", "§6.3c", body, parse_search_reference(body), parse_search_strict(body), limit)
+                    found["fail"] = _example(
+                        "failed query in a search",
+                        "parse_search_results; search_failure_kept",
+                        body,
+                        parse_search_reference(body),
+                        parse_search_strict(body),
+                        limit,
+                    )
             elif last and role == "assistant" and len(protocol.ANSWER_RE.findall(text)) and "<summary>" in text:
                 if want("final"):
-                    found["final"] = _example("final answer with <summary> / nested <answer>", "§2.5, §6.2", text,
-                                              rules.clean_final_turn_reference(text), rules.clean_final_turn_strict(text, Counter())[0], limit)
+                    found["final"] = _example(
+                        "final answer with <summary> / nested <answer>",
+                        "clean_answer_output; answer_nested_open_removed, answer_summary_removed",
+                        text,
+                        rules.clean_final_turn_reference(text),
+                        rules.clean_final_turn_strict(text, Counter())[0],
+                        limit,
+                    )
         if len(found) >= 10:
             break
     return pd.DataFrame(list(found.values()))
@@ -96,15 +160,22 @@ def side_by_side_html(examples: pd.DataFrame) -> str:
     body = []
     for _, row in examples.iterrows():
         cells = "".join(
-            f"<td style='vertical-align:top;text-align:left'><pre style='white-space:pre-wrap;font-size:11px;max-width:420px'>"
-            f"{html.escape(str(row[c]))}</pre></td>" for c in cols)
+            "<td style='vertical-align:top;text-align:left'>"
+            "<pre style='white-space:pre-wrap;font-size:11px;max-width:420px'>"
+            f"{html.escape(str(row[c]))}</pre></td>"
+            for c in cols
+        )
         body.append(f"<tr>{cells}</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
 def drop_reason_table(stats_by_mode: dict[str, dict]) -> pd.DataFrame:
     """Rows per drop reason for each run (e.g. {"reference": stats, "strict": stats}), plus kept rows."""
-    table = pd.DataFrame({mode: pd.Series(s["drop_reasons"], dtype="int64") for mode, s in stats_by_mode.items()}).fillna(0).astype(int)
+    table = (
+        pd.DataFrame({mode: pd.Series(s["drop_reasons"], dtype="int64") for mode, s in stats_by_mode.items()})
+        .fillna(0)
+        .astype(int)
+    )
     table.loc["(kept)"] = [s["rows"]["kept"] for s in stats_by_mode.values()]
     table.loc["(source)"] = [s["rows"]["source"] for s in stats_by_mode.values()]
     return table.rename_axis("drop reason")
@@ -114,7 +185,9 @@ def funnel(stats: dict) -> pd.DataFrame:
     """Rows at each stage: source -> normalised -> valid -> correct (kept) -> resampled."""
     rows = stats["rows"]
     values = [rows["source"], rows["stage1_normalized"], rows["stage2_valid"], rows["kept"], rows["final_resampled"]]
-    return pd.DataFrame({"stage": FUNNEL_STAGES, "rows": values, "share of source": [v / max(rows["source"], 1) for v in values]})
+    return pd.DataFrame(
+        {"stage": FUNNEL_STAGES, "rows": values, "share of source": [v / max(rows["source"], 1) for v in values]}
+    )
 
 
 def plot_funnel(run: pd.DataFrame, label: str = "this run"):
@@ -173,8 +246,17 @@ def trajectory_table(table, policy: ResamplePolicy | None = None) -> pd.DataFram
                 calls.update(c.get("name") for c in rules.tool_calls_in(m.get("content")))
         chars = sum(len(m.get("content") or "") for m in messages)
         t = turns[i] if turns else rules.turns_of(messages)
-        out.append({"turns": t, "tokens": tokens[i], "chars": chars, "search": calls.get("search", 0),
-                    "visit": calls.get("visit", 0), "bucket": policy.bucket(t), "multiplier": policy.multiplier(t)})
+        out.append(
+            {
+                "turns": t,
+                "tokens": tokens[i],
+                "chars": chars,
+                "search": calls.get("search", 0),
+                "visit": calls.get("visit", 0),
+                "bucket": policy.bucket(t),
+                "multiplier": policy.multiplier(t),
+            }
+        )
     df = pd.DataFrame(out)
     df["length"] = df["tokens"] if df["tokens"].notna().all() and len(df) else df["chars"] / 4.0
     return df
@@ -210,10 +292,14 @@ def tool_positions(table, bins: int = 5) -> pd.DataFrame:
 
 def bucket_token_shares(df: pd.DataFrame, policy: ResamplePolicy) -> pd.DataFrame:
     """Per bucket: trajectories and share of training tokens, before and after resampling."""
-    df = df.assign(bucket=[policy.bucket(t) for t in df["turns"]], multiplier=[policy.multiplier(t) for t in df["turns"]])
+    df = df.assign(
+        bucket=[policy.bucket(t) for t in df["turns"]], multiplier=[policy.multiplier(t) for t in df["turns"]]
+    )
     out = pd.DataFrame(index=pd.Index(policy.labels(), name="bucket"))
     out["trajectories"] = df.groupby("bucket").size()
-    out["multiplier"] = [policy.multiplier(t) for t in (policy.short_max_turns, policy.medium_max_turns, policy.medium_max_turns + 1)]
+    out["multiplier"] = [
+        policy.multiplier(t) for t in (policy.short_max_turns, policy.medium_max_turns, policy.medium_max_turns + 1)
+    ]
     out["copies"] = out["trajectories"] * out["multiplier"]
     tokens = df.groupby("bucket")["length"].sum()
     out["token share before"] = tokens / max(tokens.sum(), 1)
@@ -222,8 +308,13 @@ def bucket_token_shares(df: pd.DataFrame, policy: ResamplePolicy) -> pd.DataFram
     return out.fillna(0)
 
 
-def what_if(df: pd.DataFrame, short_max: Iterable[int], medium_max: Iterable[int], long_multipliers: Iterable[int],
-            medium_multipliers: Iterable[int] = (2,)) -> pd.DataFrame:
+def what_if(
+    df: pd.DataFrame,
+    short_max: Iterable[int],
+    medium_max: Iterable[int],
+    long_multipliers: Iterable[int],
+    medium_multipliers: Iterable[int] = (2,),
+) -> pd.DataFrame:
     """Training rows and long-trajectory token share for a grid of policies."""
     rows = []
     for s in short_max:
@@ -236,9 +327,17 @@ def what_if(df: pd.DataFrame, short_max: Iterable[int], medium_max: Iterable[int
                     mult = df["turns"].map(pol.multiplier)
                     tokens = df["length"] * mult
                     long = df["turns"] > s
-                    rows.append({"short_max_turns": s, "medium_max_turns": m, "medium_multiplier": mm, "long_multiplier": lm,
-                                 "training rows": int(mult.sum()), "rows / source": float(mult.sum() / max(len(df), 1)),
-                                 "token share of >short": float(tokens[long].sum() / max(tokens.sum(), 1))})
+                    rows.append(
+                        {
+                            "short_max_turns": s,
+                            "medium_max_turns": m,
+                            "medium_multiplier": mm,
+                            "long_multiplier": lm,
+                            "training rows": int(mult.sum()),
+                            "rows / source": float(mult.sum() / max(len(df), 1)),
+                            "token share of >short": float(tokens[long].sum() / max(tokens.sum(), 1)),
+                        }
+                    )
     return pd.DataFrame(rows)
 
 
@@ -250,12 +349,16 @@ def plot_distributions(before: pd.DataFrame, after: pd.DataFrame, column: str, l
     both = pd.concat([before.assign(data="before"), after.assign(data="after resampling")], ignore_index=True)
     fig, axes = plt.subplots(1, 3, figsize=(14, 3.6))
     hues = ["before", "after resampling"]
-    sns.histplot(data=both, x=column, hue="data", hue_order=hues, element="step", stat="count", common_norm=False, ax=axes[0])
+    sns.histplot(
+        data=both, x=column, hue="data", hue_order=hues, element="step", stat="count", common_norm=False, ax=axes[0]
+    )
     axes[0].set_xlabel(label)
     sns.ecdfplot(data=both, x=column, hue="data", hue_order=hues, ax=axes[1])
     axes[1].set_xlabel(label)
     counts = both.groupby(["data", "bucket"]).size().rename("rows").reset_index()
-    order = [b for b in dict.fromkeys(before.sort_values("turns")["bucket"])] + sorted(set(counts["bucket"]) - set(before["bucket"]))
+    order = [b for b in dict.fromkeys(before.sort_values("turns")["bucket"])] + sorted(
+        set(counts["bucket"]) - set(before["bucket"])
+    )
     sns.barplot(data=counts, x="bucket", y="rows", hue="data", hue_order=hues, order=order, ax=axes[2])
     axes[2].set_title("rows per turn bucket")
     fig.tight_layout()
@@ -264,11 +367,11 @@ def plot_distributions(before: pd.DataFrame, after: pd.DataFrame, column: str, l
 
 def load_kept(clean_dir: str | Path):
     """The kept rows of a cleaner run, one copy each, with metadata (strict: stage3, reference: stage2)."""
-    import pyarrow.parquet as pq
-
     clean_dir = Path(clean_dir)
     for name in ("stage3_kept.parquet", "stage2_deduped.parquet"):
         if (clean_dir / name).exists():
             return pq.read_table(clean_dir / name)
-    raise FileNotFoundError(f"{clean_dir} has neither stage3_kept.parquet nor stage2_deduped.parquet: run notebook 01 "
-                            "(the cleaner with keep_intermediate=True) first")
+    raise FileNotFoundError(
+        f"{clean_dir} has neither stage3_kept.parquet nor stage2_deduped.parquet: run notebook 01 "
+        "(the cleaner with keep_intermediate=True) first"
+    )

@@ -1,4 +1,4 @@
-"""Turn-aware resampling and the train / validation split (spec sft-data.md §3, §6.9, §6.11).
+"""Turn-aware resampling and the train / validation split (DR-Venus's ``prepare_trajectories.py``, stage 4).
 
 DR-Venus repeats long trajectories so that the model sees more long-horizon behaviour: a row with
 ``turns = floor((len(messages) - 1) / 2)`` is emitted 1x when turns <= 50, 2x when 50 < turns <= 100 and
@@ -6,16 +6,23 @@ DR-Venus repeats long trajectories so that the model sees more long-horizon beha
 full permutation (identical to ``DataFrame.sample(frac=1, random_state=seed)``).
 
 The split is drawn over *questions* before resampling, so the copies of one trajectory never end up on
-both sides and validation rows are not repeated.
+both sides and validation rows are not repeated.  DR-Venus writes no validation split (its training script
+then validates on the training file), and shuffles only with ``--shuffle``: verl's sampler keeps the file's
+order, so without it the 2x / 5x copies of a trajectory are trained on back to back.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Hashable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Hashable, Sequence
+from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..io import atomic_path
 
 
 @dataclass
@@ -50,7 +57,11 @@ class ResamplePolicy:
         return f">{self.medium_max_turns}"
 
     def labels(self) -> list[str]:
-        return [f"0-{self.short_max_turns}", f"{self.short_max_turns + 1}-{self.medium_max_turns}", f">{self.medium_max_turns}"]
+        return [
+            f"0-{self.short_max_turns}",
+            f"{self.short_max_turns + 1}-{self.medium_max_turns}",
+            f">{self.medium_max_turns}",
+        ]
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -113,8 +124,6 @@ def resample_table(table, policy: ResamplePolicy, shuffle: bool = True, seed: in
 
     ``turns_column`` is used when present; otherwise turns are computed from ``messages``.
     """
-    import pyarrow as pa
-
     if turns_column in table.column_names:
         turns = table.column(turns_column).to_pylist()
     else:
@@ -127,10 +136,10 @@ def resample_table(table, policy: ResamplePolicy, shuffle: bool = True, seed: in
     return out.append_column("_sample_copy", pa.array([c for _, c in order], type=pa.int64()))
 
 
-def split_and_resample(table, policy: ResamplePolicy, val_fraction: float, seed: int = 42, shuffle: bool = True, key: str = "question"):
+def split_and_resample(
+    table, policy: ResamplePolicy, val_fraction: float, seed: int = 42, shuffle: bool = True, key: str = "question"
+):
     """(train, val): split by ``key`` groups, resample the training side only, shuffle both when asked."""
-    import pyarrow as pa
-
     is_val = split_groups(table.column(key).to_pylist(), val_fraction, seed)
     val_idx = [i for i, v in enumerate(is_val) if v]
     train_idx = [i for i, v in enumerate(is_val) if not v]
@@ -141,23 +150,28 @@ def split_and_resample(table, policy: ResamplePolicy, val_fraction: float, seed:
     return train, val
 
 
-def write_train_val(table, out_dir, policy: ResamplePolicy, val_fraction: float, seed: int = 42, shuffle: bool = True,
-                    columns: tuple[str, ...] = ("question", "messages", "gt")) -> dict:
+def write_train_val(
+    table,
+    out_dir,
+    policy: ResamplePolicy,
+    val_fraction: float,
+    seed: int = 42,
+    shuffle: bool = True,
+    columns: tuple[str, ...] = ("question", "messages", "gt"),
+) -> dict:
     """Split ``table`` by question, resample the training side and write ``train.parquet`` / ``val.parquet``.
 
     Only ``columns`` are written (what verl's and TRL's multi-turn SFT datasets read).  Returns row counts.
     """
-    from pathlib import Path
-
-    import pyarrow.parquet as pq
-
-    from ..io import atomic_path
 
     train, val = split_and_resample(table, policy, val_fraction, seed, shuffle)
     out_dir = Path(out_dir)
     for name, part in (("train", train), ("val", val)):
         with atomic_path(out_dir / f"{name}.parquet") as tmp:
             pq.write_table(part.select(list(columns)), tmp, row_group_size=64)
-    return {"train_rows": train.num_rows, "val_rows": val.num_rows,
-            "train_questions": len(set(train.column("question").to_pylist())),
-            "val_questions": len(set(val.column("question").to_pylist()))}
+    return {
+        "train_rows": train.num_rows,
+        "val_rows": val.num_rows,
+        "train_questions": len(set(train.column("question").to_pylist())),
+        "val_questions": len(set(val.column("question").to_pylist())),
+    }

@@ -1,15 +1,20 @@
-"""The per-row cleaning rules of DR-Venus's ``prepare_trajectories.py`` (spec sft-data.md §2), in two modes.
+"""The per-row cleaning rules of DR-Venus's ``SFT/data_clean/prepare_trajectories.py``, in two modes.
 
 ``reference`` reproduces the published script exactly, quirks included, so that results compare with the
-paper's numbers.  ``strict`` (the default) fixes the defects of spec §6 that corrupt training data.  Each
+paper's numbers.  ``strict`` (the default) fixes the script's defects that corrupt training data (a leaked
+nested answer, search-parser leaks, loose argument checks, validator gaps, ...: :data:`STRICT_FIXES`).  Each
 strict fix has a name in :data:`STRICT_FIXES` and is counted (``stats.json["strict_fixes"]``) every time it
 changes a row; each strict-only drop is its own drop reason.
 
-One row goes through :func:`clean_row`: question/gt extraction (§2.1) -> system prompt (§2.2) -> raw
-(§2.3-2.6) or clean (§2.7) normalisation -> disallowed-tool pruning (§2.8) -> duplicate tool-call removal
-(§2.9) -> structure validation (§2.10).  Nothing here raises on bad row content: every problem becomes a
-drop reason; a row nested too deep (:data:`~.sources.MAX_DEPTH`) is dropped as ``too_deep`` before the rules.
-Tags are matched with :class:`venus_utils.protocol.TagPattern`, in time linear in the text even when closing tags are missing.
+One row goes through :func:`clean_row`, in the script's order (its function names in brackets): question/gt
+extraction and system prompt (``normalize_row``) -> normalisation of a raw row (``normalize_raw_messages``:
+``clean_toolcall_output``, ``clean_answer_output``, ``parse_search_results``) or of an already-clean row
+(``normalize_clean_messages``) -> disallowed-tool pruning (``prune_disallowed_tool_turns``) -> duplicate
+tool-call removal (``remove_duplicate_tool_calls``) -> structure validation (``validate_messages``).
+Nothing here raises on bad row content: every problem becomes a drop reason; a row nested too deep
+(:data:`~.sources.MAX_DEPTH`) is dropped as ``too_deep`` before the rules.
+Tags are matched with :class:`venus_utils.protocol.TagPattern`, in time linear in the text even when closing tags
+are missing.
 """
 
 from __future__ import annotations
@@ -42,29 +47,31 @@ VISIT_KEYS = ("url", "urls", "uri", "uris", "link", "links", "page", "pages", "q
 DEFAULT_ALLOWED_TOOLS = ("search", "visit")
 MODES = ("strict", "reference")
 
-#: Every strict-mode fix, by the name it is counted under in stats.json, with the spec defect it addresses.
+#: Every strict-mode fix, by the name it is counted under in stats.json, with the defect of the published
+#: script it addresses.
 STRICT_FIXES: dict[str, str] = {
-    "answer_nested_open_removed": "§6.2 answer opened twice: keep the last-opened <answer> block's text",
-    "answer_summary_removed": "§6.2 <summary> text / stray tags removed from inside the answer",
-    "search_separator_removed": "§6.3a '=======' separator lines no longer leak into snippets",
-    "search_source_line_removed": "§6.3b leading 'Source:' metadata lines removed like date lines",
-    "search_failure_kept": "§6.3c a failed / timed-out query keeps its own block with the tool's message",
-    "search_response_parsed_by_call": "§6.3c a search response without 'Web Results' is still parsed as search",
-    "visit_response_not_parsed_as_search": "§6.3d a visit response containing 'Web Results' stays page text",
-    "search_args_rejected": "§6.4 empty query list or blank / non-string queries reject the turn",
-    "visit_args_rejected": "§6.4 empty url list or blank / non-string urls reject the turn",
-    "visit_urls_fallback": "§6.4 'url': null falls back to 'urls' instead of dropping the turn",
-    "tool_name_case_normalized": "§6.4 'Search' / 'VISIT' standardised like search / visit",
-    "multiple_tool_calls_rejected": "§6.5 a turn with several <tool_call>s is rejected, not cut to the first",
-    "visit_goal_in_dedup": "§6.5 re-visiting a URL with a new goal is not a duplicate",
-    "clean_row_normalized": "§6.7 already-clean rows go through the same normalisation (changed rows)",
-    "raw_leading_system_used": "§6.8 a leading system message in raw rows is not taken as the question",
-    "tool_role_as_response": "§6.8 'tool' / 'function' roles are tool responses, not a reason to drop",
-    "meta_json_string_parsed": "§6.8 'meta' stored as a JSON string is parsed instead of misrouted",
-    "question_gt_surrogates_fixed": "§6.8 question / gt get the surrogate fix like the messages",
+    "answer_nested_open_removed": "answer opened twice: keep the last-opened <answer> block's text",
+    "answer_summary_removed": "<summary> text / stray tags removed from inside the answer",
+    "search_separator_removed": "'=======' separator lines no longer leak into snippets",
+    "search_source_line_removed": "leading 'Source:' metadata lines removed like date lines",
+    "search_failure_kept": "a failed / timed-out query keeps its own block with the tool's message",
+    "search_response_parsed_by_call": "a search response without 'Web Results' is still parsed as search",
+    "visit_response_not_parsed_as_search": "a visit response containing 'Web Results' stays page text",
+    "search_args_rejected": "empty query list or blank / non-string queries reject the turn",
+    "visit_args_rejected": "empty url list or blank / non-string urls reject the turn",
+    "visit_urls_fallback": "'url': null falls back to 'urls' instead of dropping the turn",
+    "tool_name_case_normalized": "'Search' / 'VISIT' standardised like search / visit",
+    "multiple_tool_calls_rejected": "a turn with several <tool_call>s is rejected, not cut to the first",
+    "visit_goal_in_dedup": "re-visiting a URL with a new goal is not a duplicate",
+    "clean_row_normalized": "already-clean rows go through the same normalisation (changed rows)",
+    "raw_leading_system_used": "a leading system message in raw rows is not taken as the question",
+    "tool_role_as_response": "'tool' / 'function' roles are tool responses, not a reason to drop",
+    "meta_json_string_parsed": "'meta' stored as a JSON string is parsed instead of misrouted",
+    "question_gt_surrogates_fixed": "question / gt get the surrogate fix like the messages",
 }
 
-#: Drop reasons that only strict mode produces (reference reasons are in spec §2.10).
+#: Drop reasons that only strict mode produces (the reference ones are :func:`validate_reference`'s and
+#: ``missing_question_or_gt`` / ``raw_clean_failed`` / ``clean_input_invalid``).
 STRICT_DROP_REASONS = (
     "row_not_object",
     "raw_messages_not_a_list",
@@ -199,11 +206,11 @@ class RowOutcome:
     duplicates: int = 0
     tool_names: list = field(default_factory=list)
     fixes: Counter = field(default_factory=Counter)
-    removed: Counter = field(default_factory=Counter)  # turns silently removed inside kept rows (§6.5)
+    removed: Counter = field(default_factory=Counter)  # turns silently removed inside kept rows
 
 
 # --------------------------------------------------------------------------------------------------
-# §2.1-2.2 question / gt and system prompt
+# question / gt and system prompt
 
 
 def extract_question_gt(row: dict) -> tuple[Any, Any]:
@@ -234,7 +241,7 @@ def choose_system_prompt(row: dict, mode: str, template: str) -> str:
 
 
 # --------------------------------------------------------------------------------------------------
-# §2.4-2.5 reference turn cleaning
+# reference turn cleaning (DR-Venus's clean_toolcall_output / clean_answer_output)
 
 
 def _normalize_call_reference(call: dict, raw: str) -> dict | str | None:
@@ -420,7 +427,7 @@ def clean_final_turn_strict(text: str, fixes: Counter) -> tuple[str | None, str 
 
 
 # --------------------------------------------------------------------------------------------------
-# §2.3 / §2.7 normalisation
+# normalisation of raw and already-clean rows (normalize_raw_messages / normalize_clean_messages)
 
 
 def _wrap_response_reference(content: str) -> str:
@@ -502,8 +509,14 @@ def _strict_response(content: str, last_call: dict | None, fixes: Counter) -> st
     return protocol.wrap_tool_response(body)
 
 
-def normalize_strict(messages: Any, prompt: str, fixes: Counter, removed: Counter, raw: bool) -> tuple[list | None, str | None]:
-    """One normaliser for raw and already-clean rows (spec §6.7): (messages, drop reason)."""
+def normalize_strict(
+    messages: Any, prompt: str, fixes: Counter, removed: Counter, raw: bool
+) -> tuple[list | None, str | None]:
+    """One normaliser for raw and already-clean rows: (messages, drop reason).
+
+    The published script skips tool-call standardisation and search parsing for already-clean rows; here both
+    kinds go through the same rules.
+    """
     if not isinstance(messages, list) or not messages:
         return None, "raw_messages_not_a_list"
     for turn in messages:
@@ -556,7 +569,7 @@ def normalize_strict(messages: Any, prompt: str, fixes: Counter, removed: Counte
 
 
 # --------------------------------------------------------------------------------------------------
-# §2.8 pruning, §2.9 dedup
+# disallowed-tool pruning, duplicate removal (prune_disallowed_tool_turns / remove_duplicate_tool_calls)
 
 
 def _drop_turn_and_responses(messages: list, idx: int) -> tuple[int, int]:
@@ -651,7 +664,7 @@ def remove_duplicates(messages: list, out: RowOutcome, memo: dict, strict: bool)
 
 
 # --------------------------------------------------------------------------------------------------
-# §2.10 validation
+# structure validation (validate_messages)
 
 
 def validate_reference(messages: Any) -> str | None:
@@ -696,7 +709,12 @@ def validate_reference(messages: Any) -> str | None:
 
 
 def validate_strict(messages: Any) -> str | None:
-    """DR-Venus's checks with the gaps of §6.6 closed and un-fragmented reasons (§6.13)."""
+    """DR-Venus's checks with their gaps closed, and drop reasons without index suffixes.
+
+    Closed gaps: a conversation ending with a tool response (even length) is dropped, and tags are checked
+    where the chat template looks for them (a turn starts with ``<think>``, a response is wrapped in
+    ``<tool_response>`` tags, a turn ends with ``</tool_call>`` / ``</answer>``) rather than anywhere in it.
+    """
     if not isinstance(messages, list) or len(messages) < 3:
         return "too_short"
     if len(messages) % 2 == 0:
@@ -834,7 +852,9 @@ def _clean_row(row: Any, opts: RuleOptions) -> RowOutcome:
     out.messages = messages
     for message in messages:
         if _role(message) == "assistant":
-            out.tool_names.extend(c.get("name") for c in tool_calls_in(_content(message), memo) if isinstance(c.get("name"), str))
+            out.tool_names.extend(
+                c.get("name") for c in tool_calls_in(_content(message), memo) if isinstance(c.get("name"), str)
+            )
     return out
 
 

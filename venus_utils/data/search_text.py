@@ -1,4 +1,4 @@
-"""Raw search-tool text -> the JSON the SFT data carries (spec sft-data.md §2.6).
+"""Raw search-tool text -> the JSON the SFT data carries (DR-Venus's ``parse_search_results``).
 
 REDSearcher's search tool (Tongyi-DeepResearch / Serper style) returns one text block per query::
 
@@ -15,7 +15,7 @@ blocks joined by a line ``=======``; a failed query is plain text (``No results 
 The trained format is ``[{"query": q, "web_page_info_list": [{"title", "url", "snippet"}]}]``.
 
 :func:`parse_search_reference` is DR-Venus's parser, quirks included.  :func:`parse_search_strict` fixes
-the leaks of spec §6.3: the ``=======`` separator no longer ends up in snippets (fix
+its leaks: the ``=======`` separator no longer ends up in snippets (fix
 ``search_separator_removed``), leading ``Source:`` metadata lines are dropped like the date lines
 (``search_source_line_removed``), and a failed query keeps its own block with the tool's message instead
 of vanishing or being glued to the previous snippet (``search_failure_kept``).
@@ -145,14 +145,17 @@ def _parse_results(lines: list[str], strict: bool, fixes: Counter | None) -> lis
 
 
 def parse_search_reference(text: str) -> str:
-    """DR-Venus's ``parse_search_results``: raw search text -> JSON string (quirks of spec §6.3 included)."""
+    """DR-Venus's ``parse_search_results``: raw search text -> JSON string (its snippet leaks included)."""
     text = text.replace("<tool_response>", "").replace("</tool_response>", "").strip()
     lines = text.splitlines()
     _, blocks = _split_blocks(lines)
     if not blocks:
         blocks = [("", lines)]
     parsed = [
-        {"query": _query_from_header(header) if header else "", "web_page_info_list": _parse_results(body, False, None)}
+        {
+            "query": _query_from_header(header) if header else "",
+            "web_page_info_list": _parse_results(body, False, None),
+        }
         for header, body in blocks
     ]
     return json.dumps(parsed, ensure_ascii=False)
@@ -196,5 +199,7 @@ def parse_search_strict(text: str, queries: list[str] | None = None, fixes: Coun
                 fixes["search_failure_kept"] += 1
             continue
         for header, body_lines in blocks:
-            parsed.append({"query": _query_from_header(header), "web_page_info_list": _parse_results(body_lines, True, fixes)})
+            parsed.append(
+                {"query": _query_from_header(header), "web_page_info_list": _parse_results(body_lines, True, fixes)}
+            )
     return json.dumps(parsed, ensure_ascii=False)

@@ -1,9 +1,10 @@
 """Reading trajectory files: parquet streamed per row group / batch, JSON and JSONL.
 
 Raw REDSearcher rows carry ``meta`` (``{question, answer}``) and ``messages``; already-clean rows carry
-``question``, ``messages`` and ``gt`` (spec sft-data.md §1).  A file that cannot be read, that holds no rows, or
-that lacks the columns of both schemas, stops the run with an :class:`InputError` naming the file and the column;
-problems inside a row are left to the rules (they become drop reasons).
+``question``, ``messages`` and ``gt`` (the two input schemas of DR-Venus's ``prepare_trajectories.py``).  A file
+that cannot be read, that holds no rows, or that lacks the columns of both schemas, stops the run with an
+:class:`InputError` naming the file and the column; problems inside a row are left to the rules (they become
+drop reasons).
 
 A row that cannot be read at all -- a JSONL line that is not JSON, a parquet row whose strings are not UTF-8 --
 is an :class:`InputError` naming the file and the line / row, or, with ``on_bad_line="drop"``, a :class:`BadRow`
@@ -16,11 +17,13 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import orjson
+import pyarrow.parquet as pq
 
 PARQUET_SUFFIXES = (".parquet", ".pq")
 JSON_SUFFIXES = (".json",)
@@ -153,8 +156,6 @@ def _no_rows(path: Path) -> InputError:
 
 
 def _open_parquet(path: Path):
-    import pyarrow.parquet as pq
-
     try:
         return pq.ParquetFile(path)
     except Exception as exc:

@@ -2,7 +2,7 @@
 
 The real raw set (``Zchu/REDSearcher_SFT_10K``) is not shipped with DR-Venus; this generator writes rows of
 the same schema (``meta{question, answer}``, ``messages`` without a system message, optional
-``system_prompt``; spec sft-data.md §1.1) with realistic sizes (think blocks of ~1 KB, Serper-style search
+``system_prompt``) with realistic sizes (think blocks of ~1 KB, Serper-style search
 texts of ~10 results, visit summaries) and, at configurable rates, every defect the cleaner handles: calls
 with ``queries`` / ``urls`` / list goals, multi-query searches joined by ``=======``, failed queries,
 ``Source:`` lines, PythonInterpreter and unknown tools, duplicate calls, unparseable calls, turns without
@@ -16,9 +16,14 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..io import atomic_path
 
 WORDS = (
     "archive record county river council founded museum station railway parish census report regional "
@@ -33,9 +38,25 @@ LAST = "Beneke Mortimer Halvorsen Quist Lindqvist Marchetti Okafor Delacroix Bra
 TOPICS = ["publishing firm", "football club", "railway station", "cathedral", "regional newspaper", "botanical garden"]
 
 DEFECTS = (
-    "queries_key", "multi_query", "no_results", "source_line", "python_turn", "unknown_tool", "duplicate_search",
-    "duplicate_visit", "bad_json", "missing_think", "nested_answer", "external_summary", "missing_answer",
-    "wrong_answer", "ends_with_tool", "tool_role", "leading_system", "missing_gt", "multi_call",
+    "queries_key",
+    "multi_query",
+    "no_results",
+    "source_line",
+    "python_turn",
+    "unknown_tool",
+    "duplicate_search",
+    "duplicate_visit",
+    "bad_json",
+    "missing_think",
+    "nested_answer",
+    "external_summary",
+    "missing_answer",
+    "wrong_answer",
+    "ends_with_tool",
+    "tool_role",
+    "leading_system",
+    "missing_gt",
+    "multi_call",
 )
 
 
@@ -58,8 +79,19 @@ class SyntheticSpec:
         return self.rates.get(defect, self.defect_rate)
 
 
-SMALL = SyntheticSpec(min_turns=2, max_turns=9, medium_share=0.0, long_share=0.0, think_words=(5, 12),
-                      results_per_search=(2, 3), snippet_words=(4, 10), visit_words=(8, 20), defect_rate=0.08)
+DEFAULT_SPEC = SyntheticSpec()  # the default spec: realistic sizes, a few % of each defect
+
+SMALL = SyntheticSpec(
+    min_turns=2,
+    max_turns=9,
+    medium_share=0.0,
+    long_share=0.0,
+    think_words=(5, 12),
+    results_per_search=(2, 3),
+    snippet_words=(4, 10),
+    visit_words=(8, 20),
+    defect_rate=0.08,
+)
 
 
 class _Gen:
@@ -81,7 +113,9 @@ class _Gen:
         title = " ".join(self.rng.choices(WORDS, k=self.rng.randint(3, 8))).title()
         lines = [f"{n}. [{title}]({self.url()})"]
         if self.rng.random() < 0.5:
-            lines.append(f"Date published: {self.rng.randint(1995, 2025)}-0{self.rng.randint(1, 9)}-1{self.rng.randint(0, 9)}")
+            lines.append(
+                f"Date published: {self.rng.randint(1995, 2025)}-0{self.rng.randint(1, 9)}-1{self.rng.randint(0, 9)}"
+            )
         if source:
             lines.append(f"Source: {self.rng.choice(WORDS).title()} Weekly")
         lines += ["", self.words(*self.spec.snippet_words)]
@@ -93,7 +127,10 @@ class _Gen:
         return f"A Google search for '{query}' found {n} results:\n\n## Web Results\n{results}"
 
     def visit_text(self, url: str, goal: str) -> str:
-        return f"The useful information in {url} for user goal {goal} as follows: \n\nSummary: \n{self.words(*self.spec.visit_words)}"
+        return (
+            f"The useful information in {url} for user goal {goal} as follows: \n\n"
+            f"Summary: \n{self.words(*self.spec.visit_words)}"
+        )
 
     def think(self) -> str:
         return self.words(*self.spec.think_words)
@@ -121,22 +158,39 @@ def _n_turns(rng: random.Random, spec: SyntheticSpec) -> int:
     return rng.randint(spec.min_turns, min(50, spec.max_turns))
 
 
-def raw_row(rng: random.Random, spec: SyntheticSpec = SyntheticSpec()) -> dict:
-    """One raw REDSearcher-schema row (``meta``, ``messages``, ``system_prompt``); defects drawn at ``spec``'s rates."""
+def raw_row(rng: random.Random, spec: SyntheticSpec = DEFAULT_SPEC) -> dict:
+    """One raw REDSearcher-schema row (``meta``, ``messages``, ``system_prompt``); defects drawn at ``spec``'s
+    rates."""
     g = _Gen(rng, spec)
     defects = {d for d in DEFECTS if rng.random() < spec.rate(d)}
     answer = g.name()
     topic = rng.choice(TOPICS)
-    question = (f"A {topic} was founded in the {rng.randint(15, 20)}th century by a person whose family later ran a "
-                f"{rng.choice(WORDS)} {rng.choice(WORDS)}. {g.words(20, 45)} Who was the founder?")
+    question = (
+        f"A {topic} was founded in the {rng.randint(15, 20)}th century by a person whose family later ran a "
+        f"{rng.choice(WORDS)} {rng.choice(WORDS)}. {g.words(20, 45)} Who was the founder?"
+    )
     messages: list[dict] = []
     if "leading_system" in defects:
         messages.append({"role": "system", "content": "You are a helpful research assistant."})
     messages.append({"role": "user", "content": question})
     calls: list[tuple[str, dict]] = []
     n_turns = _n_turns(rng, spec)
-    special = [d for d in ("python_turn", "unknown_tool", "duplicate_search", "duplicate_visit", "bad_json",
-                           "missing_think", "multi_query", "no_results", "queries_key", "multi_call") if d in defects]
+    special = [
+        d
+        for d in (
+            "python_turn",
+            "unknown_tool",
+            "duplicate_search",
+            "duplicate_visit",
+            "bad_json",
+            "missing_think",
+            "multi_query",
+            "no_results",
+            "queries_key",
+            "multi_call",
+        )
+        if d in defects
+    ]
     slots = {rng.randrange(n_turns): d for d in special} if n_turns else {}
     for t in range(n_turns):
         kind = slots.get(t)
@@ -144,13 +198,17 @@ def raw_row(rng: random.Random, spec: SyntheticSpec = SyntheticSpec()) -> dict:
         reasoning = g.think()
         if kind == "python_turn":
             call = tool_call_text("PythonInterpreter", {}) + "\n<code>\nprint(sum(range(10)))\n</code>"
-            messages += [{"role": "assistant", "content": raw_tool_turn(reasoning, call)},
-                         {"role": response_role, "content": raw_response("stdout:\n45")}]
+            messages += [
+                {"role": "assistant", "content": raw_tool_turn(reasoning, call)},
+                {"role": response_role, "content": raw_response("stdout:\n45")},
+            ]
             continue
         if kind == "unknown_tool":
             call = tool_call_text("google_scholar", {"query": "founder " + topic})
-            messages += [{"role": "assistant", "content": raw_tool_turn(reasoning, call)},
-                         {"role": response_role, "content": raw_response(g.words(10, 30))}]
+            messages += [
+                {"role": "assistant", "content": raw_tool_turn(reasoning, call)},
+                {"role": response_role, "content": raw_response(g.words(10, 30))},
+            ]
             continue
         if kind in ("duplicate_search", "duplicate_visit"):
             want = kind.split("_")[1]
@@ -159,51 +217,81 @@ def raw_row(rng: random.Random, spec: SyntheticSpec = SyntheticSpec()) -> dict:
                 name, args = previous[-1]
                 if name == "visit":
                     args = {"url": args["url"], "goal": "find more about " + rng.choice(WORDS)}
-                text = g.search_block(args["query"][0]) if name == "search" else g.visit_text(args["url"][0], args["goal"])
-                messages += [{"role": "assistant", "content": raw_tool_turn(reasoning, tool_call_text(name, args))},
-                             {"role": response_role, "content": raw_response(text)}]
+                text = (
+                    g.search_block(args["query"][0])
+                    if name == "search"
+                    else g.visit_text(args["url"][0], args["goal"])
+                )
+                messages += [
+                    {"role": "assistant", "content": raw_tool_turn(reasoning, tool_call_text(name, args))},
+                    {"role": response_role, "content": raw_response(text)},
+                ]
                 continue
         if kind == "bad_json":
-            messages += [{"role": "assistant", "content": raw_tool_turn(reasoning, '{"name": "search", "arguments": {"query": [')},
-                         {"role": response_role, "content": raw_response("Error: invalid tool call")}]
+            messages += [
+                {
+                    "role": "assistant",
+                    "content": raw_tool_turn(reasoning, '{"name": "search", "arguments": {"query": ['),
+                },
+                {"role": response_role, "content": raw_response("Error: invalid tool call")},
+            ]
             continue
         if kind == "missing_think":
             query = f"{topic} {rng.choice(WORDS)} founder"
-            messages += [{"role": "assistant", "content": f"<tool_call>\n{tool_call_text('search', {'query': [query]})}\n</tool_call>"},
-                         {"role": response_role, "content": raw_response(g.search_block(query))}]
+            messages += [
+                {
+                    "role": "assistant",
+                    "content": f"<tool_call>\n{tool_call_text('search', {'query': [query]})}\n</tool_call>",
+                },
+                {"role": response_role, "content": raw_response(g.search_block(query))},
+            ]
             continue
         if kind == "multi_call":
             q1, q2 = f"{topic} history", f"{topic} {rng.choice(WORDS)}"
-            content = (raw_tool_turn(reasoning, tool_call_text("search", {"query": [q1]}))
-                       + f"\n<tool_call>\n{tool_call_text('search', {'query': [q2]})}\n</tool_call>")
-            messages += [{"role": "assistant", "content": content},
-                         {"role": response_role, "content": raw_response(g.search_block(q1))}]
+            content = (
+                raw_tool_turn(reasoning, tool_call_text("search", {"query": [q1]}))
+                + f"\n<tool_call>\n{tool_call_text('search', {'query': [q2]})}\n</tool_call>"
+            )
+            messages += [
+                {"role": "assistant", "content": content},
+                {"role": response_role, "content": raw_response(g.search_block(q1))},
+            ]
             continue
         if rng.random() < 0.7 or kind in ("multi_query", "no_results"):
             queries = [f"{topic} {' '.join(rng.choices(WORDS, k=2))}"]
             if kind == "multi_query":
-                queries.append(f"\"{rng.choice(WORDS)}\" {topic} founder's family")
+                queries.append(f'"{rng.choice(WORDS)}" {topic} founder\'s family')
             if kind == "no_results":
                 queries = [queries[0], f"{topic} {rng.choice(WORDS)} obscure"]
-            args: dict = {"queries" if kind == "queries_key" else "query": queries if len(queries) > 1 or rng.random() < 0.8 else queries[0]}
+            args: dict = {
+                "queries" if kind == "queries_key" else "query": queries
+                if len(queries) > 1 or rng.random() < 0.8
+                else queries[0]
+            }
             blocks = [g.search_block(q, source="source_line" in defects) for q in queries]
             if kind == "no_results":
                 blocks[1] = f"No results found for '{queries[1]}'. Try with a more general query."
             text = "\n=======\n".join(blocks)
             calls.append(("search", {"query": queries}))
-            messages += [{"role": "assistant", "content": raw_tool_turn(reasoning, tool_call_text("search", args))},
-                         {"role": response_role, "content": raw_response(text)}]
+            messages += [
+                {"role": "assistant", "content": raw_tool_turn(reasoning, tool_call_text("search", args))},
+                {"role": response_role, "content": raw_response(text)},
+            ]
         else:
             url, goal = g.url(), f"find the founder of the {topic}"
             args = {"urls": [url], "goal": [goal]} if kind == "queries_key" else {"url": [url], "goal": goal}
             calls.append(("visit", {"url": [url], "goal": goal}))
-            messages += [{"role": "assistant", "content": raw_tool_turn(reasoning, tool_call_text("visit", args))},
-                         {"role": response_role, "content": raw_response(g.visit_text(url, goal))}]
+            messages += [
+                {"role": "assistant", "content": raw_tool_turn(reasoning, tool_call_text("visit", args))},
+                {"role": response_role, "content": raw_response(g.visit_text(url, goal))},
+            ]
     final_answer = g.name() if "wrong_answer" in defects else answer
     if "ends_with_tool" not in defects:
         body = f"**{final_answer}** founded the {topic}. {g.words(5, 20)}"
         if "nested_answer" in defects:
-            answer_block = f"<answer>\n<summary>\n{g.words(10, 30)}\n</summary>\n\n<answer>\n**{final_answer}**\n</answer>"
+            answer_block = (
+                f"<answer>\n<summary>\n{g.words(10, 30)}\n</summary>\n\n<answer>\n**{final_answer}**\n</answer>"
+            )
         elif "missing_answer" in defects:
             answer_block = body
         else:
@@ -218,29 +306,31 @@ def raw_row(rng: random.Random, spec: SyntheticSpec = SyntheticSpec()) -> dict:
     }
 
 
-def raw_rows(n: int, seed: int = 0, spec: SyntheticSpec = SyntheticSpec()) -> Iterator[dict]:
+def raw_rows(n: int, seed: int = 0, spec: SyntheticSpec = DEFAULT_SPEC) -> Iterator[dict]:
     rng = random.Random(seed)
     for _ in range(n):
         yield raw_row(rng, spec)
 
 
 def raw_schema():
-    import pyarrow as pa
+    return pa.schema(
+        [
+            ("meta", pa.struct([("question", pa.string()), ("answer", pa.string())])),
+            ("messages", pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))),
+            ("system_prompt", pa.string()),
+        ]
+    )
 
-    return pa.schema([
-        ("meta", pa.struct([("question", pa.string()), ("answer", pa.string())])),
-        ("messages", pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))),
-        ("system_prompt", pa.string()),
-    ])
 
-
-def write_raw_shards(out_dir: str | Path, n_rows: int, seed: int = 0, spec: SyntheticSpec = SyntheticSpec(),
-                     rows_per_file: int = 500, row_group_rows: int = 50) -> list[Path]:
+def write_raw_shards(
+    out_dir: str | Path,
+    n_rows: int,
+    seed: int = 0,
+    spec: SyntheticSpec = DEFAULT_SPEC,
+    rows_per_file: int = 500,
+    row_group_rows: int = 50,
+) -> list[Path]:
     """Write ``n_rows`` raw rows as ``train-XXXXX-of-YYYYY.parquet`` shards (row groups of ``row_group_rows``)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from ..io import atomic_path
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

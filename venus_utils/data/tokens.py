@@ -1,4 +1,4 @@
-"""Token accounting with the training tokenizer (spec sft-data.md §4.3, §6.10).
+"""Token accounting with the training tokenizer.
 
 DR-Venus truncates over-long trajectories at training time (``truncation=right``), silently cutting off the
 final answer.  The cleaner counts every kept conversation's tokens the way the trainer renders it (the
@@ -27,8 +27,10 @@ class TokenCounter:
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(name, local_files_only=True)
         except Exception as exc:
-            raise ValueError(f"{name}: cannot load a tokenizer: not a tokenizer folder, nor a hub id in the local "
-                             f"cache (nothing is downloaded) ({type(exc).__name__}: {exc})") from None
+            raise ValueError(
+                f"{name}: cannot load a tokenizer: not a tokenizer folder, nor a hub id in the local "
+                f"cache (nothing is downloaded) ({type(exc).__name__}: {exc})"
+            ) from None
         self.path = name
         self.has_template = bool(getattr(self.tokenizer, "chat_template", None))
 

@@ -13,35 +13,69 @@ from __future__ import annotations
 
 import argparse
 
-from .runner import DEMO_FALLBACK, MAX_STEPS_LIMIT, PROMPT_CHOICES, DemoSettings, InputError, agent_settings, \
-    default_settings, model_folder
+from .runs import (
+    DEMO_FALLBACK,
+    MAX_STEPS_LIMIT,
+    PROMPT_CHOICES,
+    DemoSettings,
+    InputError,
+    agent_settings,
+    default_settings,
+    model_folder,
+)
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m venus_utils.demo", description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1, local only)")
     parser.add_argument("--port", type=int, default=7860, help="port (default 7860)")
-    parser.add_argument("--run-dir", default="runs/smoke", help="run folder with the world and models (default runs/smoke)")
+    parser.add_argument(
+        "--run-dir", default="runs/smoke", help="run folder with the world and models (default runs/smoke)"
+    )
     parser.add_argument("--concurrency", type=int, default=2, help="runs at the same time; more users wait in a queue")
-    parser.add_argument("--model", default="auto",
-                        help="auto (the run's best model: RL > SFT > base), a model folder, or http(s)://host:port/v1")
-    parser.add_argument("--web", action="store_true", help="default to the web tools (Serper + Jina) instead of the world")
-    parser.add_argument("--max-steps", type=int, default=None,
-                        help=f"default turn budget (1-{MAX_STEPS_LIMIT}; default: the model's own, else "
-                             f"{DEMO_FALLBACK['max_turns']})")
-    parser.add_argument("--max-new-tokens", type=int, default=None,
-                        help=f"tokens per turn (default: the model's own, else {DEMO_FALLBACK['max_new_tokens']})")
-    parser.add_argument("--system-prompt-style", default="auto", choices=PROMPT_CHOICES,
-                        help="the default of the UI's system prompt choice (auto: the model's own, else dr-venus)")
+    parser.add_argument(
+        "--model",
+        default="auto",
+        help="auto (the run's best model: RL > SFT > base), a model folder, or http(s)://host:port/v1",
+    )
+    parser.add_argument(
+        "--web", action="store_true", help="default to the web tools (Serper + Jina) instead of the world"
+    )
+    parser.add_argument(
+        "--max-steps",
+        type=int,
+        default=None,
+        help=f"default turn budget (1-{MAX_STEPS_LIMIT}; default: the model's own, else {DEMO_FALLBACK['max_turns']})",
+    )
+    parser.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=None,
+        help=f"tokens per turn (default: the model's own, else {DEMO_FALLBACK['max_new_tokens']})",
+    )
+    parser.add_argument(
+        "--system-prompt-style",
+        default="auto",
+        choices=PROMPT_CHOICES,
+        help="the default of the UI's system prompt choice (auto: the model's own, else dr-venus)",
+    )
     parser.add_argument("--device", default="cpu", help="device of local models (cpu, cuda)")
-    parser.add_argument("--allow-any-endpoint", action="store_true",
-                        help="let users make the server contact any endpoint URL they type (default: only the "
-                             "configured --model endpoint and loopback addresses)")
+    parser.add_argument(
+        "--allow-any-endpoint",
+        action="store_true",
+        help="let users make the server contact any endpoint URL they type (default: only the "
+        "configured --model endpoint and loopback addresses)",
+    )
     args = parser.parse_args(argv)
-    defaults: DemoSettings = default_settings(args.run_dir, model=args.model, offline=not args.web,
-                                              max_steps=args.max_steps, max_new_tokens=args.max_new_tokens,
-                                              system_prompt_style=args.system_prompt_style,
-                                              device=args.device).validated()
+    defaults: DemoSettings = default_settings(
+        args.run_dir,
+        model=args.model,
+        offline=not args.web,
+        max_steps=args.max_steps,
+        max_new_tokens=args.max_new_tokens,
+        system_prompt_style=args.system_prompt_style,
+        device=args.device,
+    ).validated()
     try:
         runs_with = agent_settings(defaults, model_folder(defaults)).describe()
     except InputError as exc:  # no model in the run folder yet: the UI says so when a run starts
@@ -49,10 +83,19 @@ def main(argv: list[str] | None = None) -> None:
 
     from .app import launch
 
-    print(f"venus-recipe demo on http://{args.host}:{args.port} (model: {defaults.model} "
-          f"{defaults.checkpoint or ''}, tools: {defaults.tools}; {runs_with}); Ctrl-C to quit", flush=True)
-    launch(host=args.host, port=args.port, defaults=defaults, concurrency=args.concurrency, block=True,
-           allow_any_endpoint=args.allow_any_endpoint)
+    print(
+        f"venus-recipe demo on http://{args.host}:{args.port} (model: {defaults.model} "
+        f"{defaults.checkpoint or ''}, tools: {defaults.tools}; {runs_with}); Ctrl-C to quit",
+        flush=True,
+    )
+    launch(
+        host=args.host,
+        port=args.port,
+        defaults=defaults,
+        concurrency=args.concurrency,
+        block=True,
+        allow_any_endpoint=args.allow_any_endpoint,
+    )
 
 
 if __name__ == "__main__":

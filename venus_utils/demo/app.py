@@ -21,10 +21,26 @@ from dataclasses import replace
 from typing import Any
 
 import gradio as gr
+import httpx
 
 from .cards import render_html, steps_from_messages
-from .runner import (DEMO_FALLBACK, MAX_QUESTION_CHARS, MAX_STEPS_LIMIT, DemoSettings, InputError, Run, RunFn, RunSlots,
-                     agent_settings, check_endpoint, check_question, is_loopback, model_folder)
+from .runs import (
+    DEMO_FALLBACK,
+    MAX_QUESTION_CHARS,
+    MAX_STEPS_LIMIT,
+    DemoSettings,
+    InputError,
+    Run,
+    RunFn,
+    RunSlots,
+    agent_run_fn,
+    agent_settings,
+    check_endpoint,
+    check_question,
+    hide_secrets,
+    is_loopback,
+    model_folder,
+)
 
 POLL_S = 0.5  # how often the feed refreshes while a run is going
 TERMINAL = ("Completed", "Stopped", "Error")
@@ -39,11 +55,22 @@ def _answer_markdown(run: Run | None) -> str:
     if not result:
         return "*Researching…*" if status in ("Running", "Starting") else "*No answer.*"
     answer = result.get("prediction") or "*(no answer)*"
-    rows = [("termination", result.get("termination", "")), ("turns", result.get("turns", "")),
-            ("tool calls", result.get("tool_call_count", "")), ("elapsed", f"{run.elapsed:.1f} s"),
-            ("system prompt", (result.get("agent_settings") or {}).get("system_prompt_style", ""))]
-    table = "| " + " | ".join(k for k, _ in rows) + " |\n|" + "---|" * len(rows) + "\n| " + " | ".join(
-        str(v) for _, v in rows) + " |"
+    rows = [
+        ("termination", result.get("termination", "")),
+        ("turns", result.get("turns", "")),
+        ("tool calls", result.get("tool_call_count", "")),
+        ("elapsed", f"{run.elapsed:.1f} s"),
+        ("system prompt", (result.get("agent_settings") or {}).get("system_prompt_style", "")),
+    ]
+    table = (
+        "| "
+        + " | ".join(k for k, _ in rows)
+        + " |\n|"
+        + "---|" * len(rows)
+        + "\n| "
+        + " | ".join(str(v) for _, v in rows)
+        + " |"
+    )
     return f"**Answer:** {answer}\n\n{table}"
 
 
@@ -56,10 +83,17 @@ def _status_markdown(run: Run | None) -> str:
 class DemoServer:
     """The runs of every browser session (keyed by Gradio's session hash) and the Blocks app."""
 
-    def __init__(self, run_fn: RunFn | None = None, defaults: DemoSettings | None = None, concurrency: int = 2,
-                 max_queue: int = 16, allow_any_endpoint: bool = False, exposed: bool = False):
+    def __init__(
+        self,
+        run_fn: RunFn | None = None,
+        defaults: DemoSettings | None = None,
+        concurrency: int = 2,
+        max_queue: int = 16,
+        allow_any_endpoint: bool = False,
+        exposed: bool = False,
+    ):
         if run_fn is None:
-            from .runner import agent_run_fn as run_fn
+            run_fn = agent_run_fn
         self.run_fn = run_fn
         self.defaults = defaults or DemoSettings()
         self.concurrency, self.max_queue = concurrency, max_queue
@@ -71,7 +105,7 @@ class DemoServer:
         self._lock = threading.Lock()
 
     def check_url(self, url: str) -> str:
-        """The normalised base URL when the server may contact it for a user (see :func:`runner.check_endpoint`)."""
+        """The normalised base URL when the server may contact it for a user (see :func:`runs.check_endpoint`)."""
         return check_endpoint(url, self.endpoints, self.allow_any_endpoint, allow_loopback=not self.exposed)
 
     # ---- handlers ------------------------------------------------------------------------------------
@@ -83,8 +117,13 @@ class DemoServer:
         model's own, from its ``venus_agent.json``, unless the operator fixed them with ``--max-steps``) and a note
         on the prompt and limits "the model's own" means for it (None and the reason when it cannot be told)."""
         try:
-            settings = replace(self.defaults, model=model, checkpoint=checkpoint, system_prompt_style="auto",
-                               extra=dict(self.defaults.extra))
+            settings = replace(
+                self.defaults,
+                model=model,
+                checkpoint=checkpoint,
+                system_prompt_style="auto",
+                extra=dict(self.defaults.extra),
+            )
             found = agent_settings(settings, model_folder(settings))
         except InputError as exc:
             return None, f"<small>{exc}</small>"
@@ -95,20 +134,48 @@ class DemoServer:
         turns, note = self.model_defaults(model, checkpoint)
         return (gr.update() if turns is None else gr.update(value=turns)), note
 
-    def start(self, question, model, checkpoint, endpoint, endpoint_model, endpoint_key, tools, world_dir,
-              serper_key, jina_key, summary_base, summary_key, summary_model, max_steps, system_prompt_style="auto",
-              request: gr.Request = None):
+    def start(
+        self,
+        question,
+        model,
+        checkpoint,
+        endpoint,
+        endpoint_model,
+        endpoint_key,
+        tools,
+        world_dir,
+        serper_key,
+        jina_key,
+        summary_base,
+        summary_key,
+        summary_model,
+        max_steps,
+        system_prompt_style="auto",
+        request: gr.Request = None,
+    ):
         """Generator: validate, start this session's run when a run slot is free, then stream (feed, answer,
         status) until it ends.  A client that cancels or goes away closes the generator: that stops the run.
         ``system_prompt_style``: auto (the chosen model's own), dr-venus or compact."""
         try:
             question = check_question(question)
-            settings = replace(self.defaults, model=model, checkpoint=checkpoint, endpoint=endpoint,
-                               endpoint_model=endpoint_model, endpoint_key=endpoint_key, tools=tools,
-                               world_dir=world_dir, serper_key=serper_key, jina_key=jina_key,
-                               summary_base=summary_base, summary_key=summary_key, summary_model=summary_model,
-                               max_steps=max_steps, system_prompt_style=system_prompt_style,
-                               extra=dict(self.defaults.extra)).validated()
+            settings = replace(
+                self.defaults,
+                model=model,
+                checkpoint=checkpoint,
+                endpoint=endpoint,
+                endpoint_model=endpoint_model,
+                endpoint_key=endpoint_key,
+                tools=tools,
+                world_dir=world_dir,
+                serper_key=serper_key,
+                jina_key=jina_key,
+                summary_base=summary_base,
+                summary_key=summary_key,
+                summary_model=summary_model,
+                max_steps=max_steps,
+                system_prompt_style=system_prompt_style,
+                extra=dict(self.defaults.extra),
+            ).validated()
             if settings.model == "endpoint":
                 self.check_url(settings.endpoint)
             if settings.tools == "web" and settings.summary_base:
@@ -125,8 +192,11 @@ class DemoServer:
             self.runs[session] = run
         try:
             while not self.slots.start(run, timeout=POLL_S):
-                yield (render_html(steps_from_messages(run.snapshot()[0])), "*Waiting for a free run slot…*",
-                       f"Status: **Waiting** · {self.slots.live()} runs going, at most {self.slots.limit} at a time")
+                yield (
+                    render_html(steps_from_messages(run.snapshot()[0])),
+                    "*Waiting for a free run slot…*",
+                    f"Status: **Waiting** · {self.slots.live()} runs going, at most {self.slots.limit} at a time",
+                )
             while not run.done:
                 yield render_html(steps_from_messages(run.snapshot()[0])), _answer_markdown(run), _status_markdown(run)
                 time.sleep(POLL_S)
@@ -151,9 +221,6 @@ class DemoServer:
 
     def check_service(self, endpoint: str, endpoint_key: str) -> str:
         """``GET {base}/models`` on the endpoint (DR-Venus's "Check Service"), if the server may contact it."""
-        import httpx
-
-        from .runner import hide_secrets
 
         try:
             base = self.check_url(endpoint)
@@ -161,7 +228,9 @@ class DemoServer:
             return f"❌ {exc}"
         key = (endpoint_key or "").strip()[:512]
         try:
-            response = httpx.get(f"{base}/models", headers={"Authorization": f"Bearer {key}"} if key else {}, timeout=5.0)
+            response = httpx.get(
+                f"{base}/models", headers={"Authorization": f"Bearer {key}"} if key else {}, timeout=5.0
+            )
             response.raise_for_status()
             names = [m.get("id", "?") for m in response.json().get("data", [])]
             return f"✅ {base} serves: {', '.join(names) or '(no models listed)'}"
@@ -178,18 +247,30 @@ class DemoServer:
             with gr.Row():
                 with gr.Column(scale=1, min_width=280):
                     gr.Markdown("### Settings")
-                    model = gr.Radio([("tiny offline agent", "tiny"), ("trained checkpoint", "checkpoint"),
-                                      ("OpenAI-compatible endpoint", "endpoint")], value=d.model, label="Model",
-                                     elem_id="model")
+                    model = gr.Radio(
+                        [
+                            ("tiny offline agent", "tiny"),
+                            ("trained checkpoint", "checkpoint"),
+                            ("OpenAI-compatible endpoint", "endpoint"),
+                        ],
+                        value=d.model,
+                        label="Model",
+                        elem_id="model",
+                    )
                     checkpoint = gr.Textbox(d.checkpoint, label="Checkpoint folder", max_length=512)
-                    endpoint = gr.Textbox(d.endpoint, label="Endpoint URL", placeholder="http://127.0.0.1:6001/v1",
-                                          max_length=512)
+                    endpoint = gr.Textbox(
+                        d.endpoint, label="Endpoint URL", placeholder="http://127.0.0.1:6001/v1", max_length=512
+                    )
                     endpoint_model = gr.Textbox(d.endpoint_model, label="Served model name", max_length=512)
                     endpoint_key = gr.Textbox("", label="Endpoint API key", type="password", max_length=512)
                     check = gr.Button("Check service", size="sm")
                     service = gr.Markdown("")
-                    tools = gr.Radio([("local (offline world)", "local"), ("web (Serper + Jina)", "web")],
-                                     value=d.tools, label="Tools", elem_id="tools")
+                    tools = gr.Radio(
+                        [("local (offline world)", "local"), ("web (Serper + Jina)", "web")],
+                        value=d.tools,
+                        label="Tools",
+                        elem_id="tools",
+                    )
                     world_dir = gr.Textbox(d.world_dir, label="Offline world folder", max_length=512)
                     with gr.Accordion("Web tool keys", open=False):
                         serper_key = gr.Textbox("", label="Serper key", type="password", max_length=512)
@@ -197,14 +278,26 @@ class DemoServer:
                         summary_base = gr.Textbox(d.summary_base, label="Summary model URL", max_length=512)
                         summary_key = gr.Textbox("", label="Summary model key", type="password", max_length=512)
                         summary_model = gr.Textbox(d.summary_model, label="Summary model name", max_length=512)
-                    prompt_style = gr.Radio([("the model's own", "auto"), ("DR-Venus (exact)", "dr-venus"),
-                                             ("compact (offline profiles)", "compact")], value=d.system_prompt_style,
-                                            label="System prompt", elem_id="system-prompt")
+                    prompt_style = gr.Radio(
+                        [
+                            ("the model's own", "auto"),
+                            ("DR-Venus (exact)", "dr-venus"),
+                            ("compact (offline profiles)", "compact"),
+                        ],
+                        value=d.system_prompt_style,
+                        label="System prompt",
+                        elem_id="system-prompt",
+                    )
                     max_steps = gr.Slider(1, MAX_STEPS_LIMIT, value=start_turns, step=1, label="Max steps")
                     note = gr.Markdown(model_note, elem_id="model-settings")
                 with gr.Column(scale=3):
-                    question = gr.Textbox(label="Question", lines=3, max_length=MAX_QUESTION_CHARS,
-                                          elem_id="question", placeholder="What would you like to research?")
+                    question = gr.Textbox(
+                        label="Question",
+                        lines=3,
+                        max_length=MAX_QUESTION_CHARS,
+                        elem_id="question",
+                        placeholder="What would you like to research?",
+                    )
                     with gr.Row():
                         start = gr.Button("Start", variant="primary", elem_id="start")
                         stop = gr.Button("Stop", variant="stop", elem_id="stop")
@@ -213,14 +306,41 @@ class DemoServer:
                     feed = gr.HTML(render_html([]), elem_id="feed")
                     with gr.Accordion("Final answer", open=True):
                         answer = gr.Markdown("*No answer yet.*", elem_id="final-answer")
-            inputs = [question, model, checkpoint, endpoint, endpoint_model, endpoint_key, tools, world_dir,
-                      serper_key, jina_key, summary_base, summary_key, summary_model, max_steps, prompt_style]
+            inputs = [
+                question,
+                model,
+                checkpoint,
+                endpoint,
+                endpoint_model,
+                endpoint_key,
+                tools,
+                world_dir,
+                serper_key,
+                jina_key,
+                summary_base,
+                summary_key,
+                summary_model,
+                max_steps,
+                prompt_style,
+            ]
             model.change(self.model_settings, [model, checkpoint], [max_steps, note], concurrency_limit=None)
             checkpoint.blur(self.model_settings, [model, checkpoint], [max_steps, note], concurrency_limit=None)
-            start.click(self.start, inputs, [feed, answer, status], concurrency_limit=self.concurrency,
-                        concurrency_id="runs", show_progress="hidden")
-            question.submit(self.start, inputs, [feed, answer, status], concurrency_limit=self.concurrency,
-                            concurrency_id="runs", show_progress="hidden")
+            start.click(
+                self.start,
+                inputs,
+                [feed, answer, status],
+                concurrency_limit=self.concurrency,
+                concurrency_id="runs",
+                show_progress="hidden",
+            )
+            question.submit(
+                self.start,
+                inputs,
+                [feed, answer, status],
+                concurrency_limit=self.concurrency,
+                concurrency_id="runs",
+                show_progress="hidden",
+            )
             stop.click(self.stop, None, [status], concurrency_limit=None, queue=False)
             check.click(self.check_service, [endpoint, endpoint_key], [service], concurrency_limit=None)
             demo.unload(self.forget)
@@ -232,27 +352,45 @@ def exposure_warning(host: str, allow_any_endpoint: bool = False) -> str | None:
     """What to tell the operator when the demo binds a non-loopback address (None when it does not)."""
     if is_loopback(host):
         return None
-    text = (f"WARNING: the demo binds {host or 'all interfaces'!r}, not a loopback address: anyone who can reach this "
-            "port can use it. It has no authentication: they can run the agent on this machine's CPU/GPU and "
-            "models, with the keys set in its environment. Use --host 127.0.0.1 unless you mean to share it.")
+    text = (
+        f"WARNING: the demo binds {host or 'all interfaces'!r}, not a loopback address: anyone who can reach this "
+        "port can use it. It has no authentication: they can run the agent on this machine's CPU/GPU and "
+        "models, with the keys set in its environment. Use --host 127.0.0.1 unless you mean to share it."
+    )
     if allow_any_endpoint:
-        text += (" With --allow-any-endpoint they can also make this server send requests to any URL it can "
-                 "reach (including internal services).")
+        text += (
+            " With --allow-any-endpoint they can also make this server send requests to any URL it can "
+            "reach (including internal services)."
+        )
     return text
 
 
-def launch(host: str = "127.0.0.1", port: int = 7860, run_fn: RunFn | None = None,
-           defaults: DemoSettings | None = None, concurrency: int = 2, block: bool = True,
-           allow_any_endpoint: bool = False):
+def launch(
+    host: str = "127.0.0.1",
+    port: int = 7860,
+    run_fn: RunFn | None = None,
+    defaults: DemoSettings | None = None,
+    concurrency: int = 2,
+    block: bool = True,
+    allow_any_endpoint: bool = False,
+):
     """Start the server; returns ``(demo, url)`` (and blocks until Ctrl-C when ``block``).  Binding a non-loopback
     address prints a warning on stderr (the demo has no authentication)."""
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     warning = exposure_warning(host, allow_any_endpoint)
     if warning:
         print(warning, file=sys.stderr, flush=True)
-    server = DemoServer(run_fn, defaults, concurrency, allow_any_endpoint=allow_any_endpoint,
-                        exposed=not is_loopback(host))
+    server = DemoServer(
+        run_fn, defaults, concurrency, allow_any_endpoint=allow_any_endpoint, exposed=not is_loopback(host)
+    )
     demo = server.build()
-    _, url, _ = demo.launch(server_name=host, server_port=port, share=False, ssr_mode=False, quiet=True,
-                            prevent_thread_lock=not block, max_file_size="1mb")
+    _, url, _ = demo.launch(
+        server_name=host,
+        server_port=port,
+        share=False,
+        ssr_mode=False,
+        quiet=True,
+        prevent_thread_lock=not block,
+        max_file_size="1mb",
+    )
     return demo, url

@@ -23,7 +23,9 @@ from urllib.parse import urlsplit
 
 from .. import protocol
 
-VISIT_HEAD_RE = re.compile(r"The useful information in (?P<url>.+?) for user goal (?P<goal>.*?) as follows:", re.DOTALL)
+VISIT_HEAD_RE = re.compile(
+    r"The useful information in (?P<url>.+?) for user goal (?P<goal>.*?) as follows:", re.DOTALL
+)
 EVIDENCE_RE = re.compile(r"Evidence in page:\s*(?P<evidence>.*?)(?=\n\s*Summary:|\Z)", re.DOTALL)
 SUMMARY_RE = re.compile(r"Summary:\s*(?P<summary>.*)\Z", re.DOTALL)
 SEPARATOR_RE = re.compile(r"\n?={7}\n?")
@@ -41,7 +43,9 @@ class Step:
     queries: list[str] = field(default_factory=list)
     urls: list[str] = field(default_factory=list)
     goal: str = ""
-    results: list[dict] = field(default_factory=list)  # search: {query, hits, error}; visit: {url, goal, evidence, summary}
+    results: list[dict] = field(
+        default_factory=list
+    )  # search: {query, hits, error}; visit: {url, goal, evidence, summary}
     pending: bool = False  # a tool call whose result has not arrived yet
 
 
@@ -80,12 +84,14 @@ def parse_visit_result(body: str) -> list[dict]:
         head = VISIT_HEAD_RE.search(part)
         evidence = EVIDENCE_RE.search(part)
         summary = SUMMARY_RE.search(part)
-        out.append({
-            "url": head.group("url").strip() if head else "",
-            "goal": head.group("goal").strip() if head else "",
-            "evidence": evidence.group("evidence").strip() if evidence else "",
-            "summary": summary.group("summary").strip() if summary else ("" if head else part.strip()),
-        })
+        out.append(
+            {
+                "url": head.group("url").strip() if head else "",
+                "goal": head.group("goal").strip() if head else "",
+                "evidence": evidence.group("evidence").strip() if evidence else "",
+                "summary": summary.group("summary").strip() if summary else ("" if head else part.strip()),
+            }
+        )
     return out
 
 
@@ -122,9 +128,17 @@ def _assistant_step(content: str, turn: int) -> Step:
         if call.name == "search":
             return Step("search", turn, think=think, queries=_as_list(args.get("query")), pending=True)
         if call.name == "visit":
-            return Step("visit", turn, think=think, urls=_as_list(args.get("url")), goal=str(args.get("goal", "")),
-                        pending=True)
-        return Step("tool", turn, think=think, text=f"{call.name}({json.dumps(args, ensure_ascii=False)})", pending=True)
+            return Step(
+                "visit",
+                turn,
+                think=think,
+                urls=_as_list(args.get("url")),
+                goal=str(args.get("goal", "")),
+                pending=True,
+            )
+        return Step(
+            "tool", turn, think=think, text=f"{call.name}({json.dumps(args, ensure_ascii=False)})", pending=True
+        )
     if call is not None and not call.ok:
         reason = call.error
     elif call is not None:
@@ -204,8 +218,15 @@ CSS = """
 </style>
 """
 
-TITLES = {"question": "Question", "search": "Searching", "visit": "Visiting", "tool": "Tool call",
-          "answer": "Final answer", "error": "Parse error (the loop retries)", "note": "Note from the loop"}
+TITLES = {
+    "question": "Question",
+    "search": "Searching",
+    "visit": "Visiting",
+    "tool": "Tool call",
+    "answer": "Final answer",
+    "error": "Parse error (the loop retries)",
+    "note": "Note from the loop",
+}
 
 
 def _e(text: str) -> str:
@@ -231,8 +252,10 @@ def _think_html(think: str, limit: int) -> str:
         return ""
     if len(think) <= limit:
         return f'<div class="vr-think">{_e(think)}</div>'
-    return (f'<details><summary class="vr-think">{_e(_clip(think, limit))}</summary>'
-            f'<div class="vr-think">{_e(think)}</div></details>')
+    return (
+        f'<details><summary class="vr-think">{_e(_clip(think, limit))}</summary>'
+        f'<div class="vr-think">{_e(think)}</div></details>'
+    )
 
 
 def step_html(step: Step, think_chars: int = 400, snippet_chars: int = 200) -> str:
@@ -244,27 +267,37 @@ def step_html(step: Step, think_chars: int = 400, snippet_chars: int = 200) -> s
     if step.kind == "search":
         body.append("<div><b>Queries:</b><ul>" + "".join(f"<li>{_e(q)}</li>" for q in step.queries) + "</ul></div>")
         for block in step.results:
-            hits = "".join(f"<li>{safe_link(h.get('url', ''), h.get('title') or h.get('url'))}"
-                           f'<div class="vr-muted">{_e(_clip(h.get("snippet", ""), snippet_chars))}</div></li>'
-                           for h in block["hits"])
+            hits = "".join(
+                f"<li>{safe_link(h.get('url', ''), h.get('title') or h.get('url'))}"
+                f'<div class="vr-muted">{_e(_clip(h.get("snippet", ""), snippet_chars))}</div></li>'
+                for h in block["hits"]
+            )
             err = f'<div class="vr-muted">{_e(block["error"])}</div>' if block.get("error") else ""
             body.append(f'<div class="vr-muted">results for “{_e(block["query"])}”</div>{err}<ul>{hits}</ul>')
         if step.text:
             body.append(f'<div class="vr-pre vr-muted">{_e(_clip(step.text, 600))}</div>')
     elif step.kind == "visit":
-        body.append(f"<div><b>Goal:</b> {_e(step.goal)}</div><ul>"
-                    + "".join(f"<li>{safe_link(u)}</li>" for u in step.urls) + "</ul>")
+        body.append(
+            f"<div><b>Goal:</b> {_e(step.goal)}</div><ul>"
+            + "".join(f"<li>{safe_link(u)}</li>" for u in step.urls)
+            + "</ul>"
+        )
         for r in step.results:
             ev = f'<div class="vr-pre"><b>Evidence:</b> {_e(_clip(r["evidence"], 800))}</div>' if r["evidence"] else ""
-            body.append(f'<div class="vr-muted">{safe_link(r["url"]) if r["url"] else ""}</div>{ev}'
-                        f'<div class="vr-pre"><b>Summary:</b> {_e(_clip(r["summary"], 800))}</div>')
+            body.append(
+                f'<div class="vr-muted">{safe_link(r["url"]) if r["url"] else ""}</div>{ev}'
+                f'<div class="vr-pre"><b>Summary:</b> {_e(_clip(r["summary"], 800))}</div>'
+            )
     elif step.kind in ("tool", "error"):
         body.append(f'<div class="vr-pre">{_e(_clip(step.text, 800))}</div>')
     if step.pending:
         body.append('<div class="vr-pending">waiting for the tool…</div>')
     turn = f" · turn {step.turn}" if step.turn else ""
-    return (f'<div class="vr-card vr-{step.kind}" data-kind="{step.kind}"><h4>{TITLES[step.kind]}{turn}</h4>'
-            + "".join(body) + "</div>")
+    return (
+        f'<div class="vr-card vr-{step.kind}" data-kind="{step.kind}"><h4>{TITLES[step.kind]}{turn}</h4>'
+        + "".join(body)
+        + "</div>"
+    )
 
 
 def render_html(steps: list[Step], **kwargs) -> str:
@@ -287,8 +320,10 @@ def step_text(step: Step, think_chars: int = 300, snippet_chars: int = 100, hits
         lines.append(f"{head}SEARCH  " + " | ".join(step.queries))
         for block in step.results:
             for i, h in enumerate(block["hits"][:hits], 1):
-                lines.append(f"          {i}. {h.get('title', '')} <{h.get('url', '')}> "
-                             f"{_clip(' '.join(str(h.get('snippet', '')).split()), snippet_chars)}")
+                lines.append(
+                    f"          {i}. {h.get('title', '')} <{h.get('url', '')}> "
+                    f"{_clip(' '.join(str(h.get('snippet', '')).split()), snippet_chars)}"
+                )
             if len(block["hits"]) > hits:
                 lines.append(f"          ... {len(block['hits']) - hits} more for '{block['query']}'")
             if block.get("error"):

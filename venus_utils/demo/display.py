@@ -10,7 +10,10 @@ so an executed notebook carries a readable trace and no widget state.
 
 from __future__ import annotations
 
-from .cards import Step, render_html, render_text, step_text, steps_from_messages
+from pathlib import Path
+
+from ..paths import dr_venus_dir
+from .cards import Step, load_trace, render_html, render_text, step_text, steps_from_messages
 
 
 class LiveCards:
@@ -35,7 +38,7 @@ class LiveCards:
             self.widget.value = render_html(self.steps, **self.render_kwargs)
         else:
             done = len(self.steps) - (1 if self.steps and self.steps[-1].pending else 0)
-            for step in self.steps[self.printed:done]:
+            for step in self.steps[self.printed : done]:
                 print(step_text(step, **self.render_kwargs), flush=True)
             self.printed = max(self.printed, done)
         return self.steps
@@ -43,13 +46,15 @@ class LiveCards:
     def finish(self, messages: list[dict]) -> list[Step]:
         steps = self.update(messages)
         if self.widget is None:
-            for step in steps[self.printed:]:
+            for step in steps[self.printed :]:
                 print(step_text(step, **self.render_kwargs), flush=True)
             self.printed = len(steps)
         return steps
 
 
-def show_trace(messages: list[dict], interactive: bool = True, max_steps: int | None = None, **render_kwargs) -> list[Step]:
+def show_trace(
+    messages: list[dict], interactive: bool = True, max_steps: int | None = None, **render_kwargs
+) -> list[Step]:
     """Show a whole saved trace (e.g. a shared RL rollout): HTML cards or printed text.
 
     ``max_steps`` keeps the question, the first steps and the final answer (long rollouts have 80 turns).
@@ -73,7 +78,6 @@ def pick_question(run_dir, question: str | None = None) -> tuple[str, str | None
     world test split."""
     if question:
         return question, None
-    from pathlib import Path
 
     from ..eval.loaders import load_questions
 
@@ -87,10 +91,6 @@ def pick_question(run_dir, question: str | None = None) -> tuple[str, str | None
 def replay(path, interactive: bool = True, max_steps: int | None = 6) -> dict | None:
     """Show a saved trace as cards; ``path="auto"`` is a shared DR-Venus RL rollout.  Returns what was replayed,
     or None (with a printed note) when the file is absent."""
-    from pathlib import Path
-
-    from ..paths import dr_venus_dir
-    from .cards import load_trace
 
     if path == "auto":
         path = dr_venus_dir() / "rl_rollouts" / "0000.json"

@@ -24,12 +24,25 @@ from typing import Any
 
 import pandas as pd
 
+from ..agent import AgentConfig, load_backend
+from ..agent.batch import run_coroutine, run_file_async
+from ..agent.settings import model_agent_settings
 from ..io import atomic_path, read_json, write_json
+from ..tools import make_toolbox
+from ..world_store import load_world_questions
+from . import loaders, metrics
+from .judge import Judge
+from .loaders import load_questions, made_with, stratified_sample
+from .stats import accuracy_ci, accuracy_table, paired_comparison
 
 HELDOUT_DIR = "heldout"
 #: where each stage keeps its greedy held-out results (``scored``: parquet; the rollouts beside it as .jsonl)
-SCORED = {"base": "03_sft_unsloth/heldout_base.parquet", "SFT": "03_sft_unsloth/heldout_sft.parquet",
-          "RL (IGPO)": "04_igpo_rl/heldout_rl.parquet", "RL (GRPO)": "04_igpo_rl_grpo/heldout_rl.parquet"}
+SCORED = {
+    "base": "03_sft_unsloth/heldout_base.parquet",
+    "SFT": "03_sft_unsloth/heldout_sft.parquet",
+    "RL (IGPO)": "04_igpo_rl/heldout_rl.parquet",
+    "RL (GRPO)": "04_igpo_rl_grpo/heldout_rl.parquet",
+}
 META_COLUMNS = ("template", "hops", "subworld", "world")
 DROP_COLUMNS = ("messages", "turn_log", "boundaries", "prompt_ids", "completion_ids", "completion_mask")
 
@@ -39,20 +52,17 @@ def draw_heldout(source: str | Path, n: int | None, seed: int = 0, split: str = 
     None): the first rows of a split are one template from trained sub-worlds and would overstate what the agent can
     do.  ``source``: an offline world folder (its ``split``), or a question file (verl parquet, JSONL, CSV) for the
     web profiles."""
-    from .loaders import load_questions, stratified_sample
-
     source = Path(source)
     if source.is_dir():
-        from ..world import load_world_questions
-
         qa = load_world_questions(source, split)
     else:
         qa = load_questions(source)
     return stratified_sample(qa, n, by=("template", "hops", "subworld"), seed=seed)
 
 
-def heldout_questions(run_dir: str | Path, source: str | Path, n: int | None, seed: int = 0,
-                      split: str = "test") -> pd.DataFrame:
+def heldout_questions(
+    run_dir: str | Path, source: str | Path, n: int | None, seed: int = 0, split: str = "test"
+) -> pd.DataFrame:
     """The run's held-out questions: drawn once (:func:`draw_heldout` from a world folder or a question file) into
     ``<run_dir>/heldout/`` and read from there by every stage asking for the same source, ``n``, ``seed`` and
     ``split``."""
@@ -82,15 +92,17 @@ class EvalSettings:
     device: str = "cpu"
 
     @classmethod
-    def for_model(cls, model_dir: str | Path, **overrides: Any) -> "EvalSettings":
+    def for_model(cls, model_dir: str | Path, **overrides: Any) -> EvalSettings:
         """The prompt style and limits the model folder says it was trained with (``venus_agent.json``, see
         :mod:`venus_utils.agent.settings`), with ``overrides`` (None values are ignored)."""
-        from ..agent.settings import model_agent_settings
-
-        found = model_agent_settings(model_dir, fallback={"max_turns": cls.max_turns,
-                                                          "max_new_tokens": cls.max_new_tokens})
-        values = {"system_prompt_style": found.system_prompt_style, "max_turns": found.max_turns,
-                  "max_new_tokens": found.max_new_tokens}
+        found = model_agent_settings(
+            model_dir, fallback={"max_turns": cls.max_turns, "max_new_tokens": cls.max_new_tokens}
+        )
+        values = {
+            "system_prompt_style": found.system_prompt_style,
+            "max_turns": found.max_turns,
+            "max_new_tokens": found.max_new_tokens,
+        }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 
@@ -99,49 +111,68 @@ class EvalSettings:
         return {k: v for k, v in asdict(self).items() if k not in ("workers", "device")}
 
 
-def evaluate_model(model_dir: str | Path, questions: pd.DataFrame, out_path: str | Path, settings: EvalSettings,
-                   *, world_dir: str | Path | None = None, tools: Any = None, judge: Any = None,
-                   reuse_from: str | Path | None = None, progress: bool = True) -> pd.DataFrame:
+def evaluate_model(
+    model_dir: str | Path,
+    questions: pd.DataFrame,
+    out_path: str | Path,
+    settings: EvalSettings,
+    *,
+    world_dir: str | Path | None = None,
+    tools: Any = None,
+    judge: Any = None,
+    reuse_from: str | Path | None = None,
+    progress: bool = True,
+) -> pd.DataFrame:
     """Answer ``questions`` with the model folder ``model_dir`` and score the answers; writes the raw rollouts to
     ``<out_path>.jsonl`` (resumable, restarted when the model or settings change) and the scored table to
     ``out_path`` (parquet).  Returns the scored table.  When ``out_path`` already holds the scored answers of this
     model, these questions and this protocol, it is read, not recomputed; so is ``reuse_from``, another stage's
     scored file (notebook 04 reads notebook 03's greedy SFT results instead of answering again)."""
-    from ..agent import AgentConfig, load_backend
-    from ..agent.runner import run_coroutine, run_file_async
-    from ..tools import make_toolbox
-    from . import loaders, metrics
-
     out_path = Path(out_path)
     rollouts = out_path.with_suffix(".jsonl")
     model_dir = Path(model_dir)
     stamp = max((f.stat().st_mtime_ns for f in model_dir.iterdir() if f.is_file()), default=0)
-    fingerprint = dict(model=str(model_dir.resolve()), model_files=stamp, questions=questions["id"].astype(str).tolist(),
-                       **settings.protocol())
+    fingerprint = dict(
+        model=str(model_dir.resolve()),
+        model_files=stamp,
+        questions=questions["id"].astype(str).tolist(),
+        **settings.protocol(),
+    )
     if judge is None:
-        from .judge import Judge
-
         judge = Judge.from_env()
     # which judge decided (``offline-f1>=0.5`` or the LLM's model name), not why it was chosen
     judged_by = getattr(judge, "name", None) or getattr(judge, "__name__", "a judge function")
     for done_path in [p for p in (reuse_from, out_path) if p is not None]:
         done = _reusable(Path(done_path), fingerprint, judged_by, len(questions) * settings.samples)
         if done is not None:
-            print(f"[heldout] {Path(done_path).name}: {len(questions)} questions already answered and scored by this "
-                  "model with this protocol and judge (reused, not recomputed)")
+            print(
+                f"[heldout] {Path(done_path).name}: {len(questions)} questions already answered and scored by this "
+                "model with this protocol and judge (reused, not recomputed)"
+            )
             return done
     loaders.fresh_predictions(rollouts, fingerprint)
     backend = load_backend(str(model_dir), device=settings.device, max_batch=max(1, settings.workers))
     if tools is None:
         tools = make_toolbox("local", world_dir)
-    cfg = AgentConfig(max_turns=settings.max_turns, max_new_tokens=settings.max_new_tokens,
-                      temperature=settings.temperature, top_k=None, attempts=1,  # measure what the model does
-                      context_limit=int(getattr(backend.model.config, "max_position_embeddings", 8192))
-                      - settings.max_new_tokens, time_limit_s=900.0, system_prompt_style=settings.system_prompt_style)
-    rows = [{"index": str(r.id), "question": r.question, "gt": r.answer, "data_source": r.source}
-            for r in questions.itertuples(index=False)]
-    run_coroutine(run_file_async(rows, rollouts, backend, tools, cfg, samples=settings.samples,
-                                 workers=settings.workers, progress=progress))
+    cfg = AgentConfig(
+        max_turns=settings.max_turns,
+        max_new_tokens=settings.max_new_tokens,
+        temperature=settings.temperature,
+        top_k=None,
+        attempts=1,  # measure what the model does
+        context_limit=int(getattr(backend.model.config, "max_position_embeddings", 8192)) - settings.max_new_tokens,
+        time_limit_s=900.0,
+        system_prompt_style=settings.system_prompt_style,
+    )
+    rows = [
+        {"index": str(r.id), "question": r.question, "gt": r.answer, "data_source": r.source}
+        for r in questions.itertuples(index=False)
+    ]
+    run_coroutine(
+        run_file_async(
+            rows, rollouts, backend, tools, cfg, samples=settings.samples, workers=settings.workers, progress=progress
+        )
+    )
     table = metrics.attach_answers(loaders.load_predictions(rollouts), questions)
     scored = metrics.score(table, judge=judge, progress=False)
     scored = scored.drop(columns=[c for c in DROP_COLUMNS if c in scored.columns]).assign(judge=judged_by)
@@ -153,8 +184,6 @@ def evaluate_model(model_dir: str | Path, questions: pd.DataFrame, out_path: str
 def _reusable(path: Path, fingerprint: dict, judged_by: str, rows: int) -> pd.DataFrame | None:
     """The scored table at ``path`` if it was made with ``fingerprint`` (its rollouts' sidecar), is complete and was
     scored by the same judge; else None."""
-    from .loaders import made_with
-
     if not (path.exists() and made_with(path.with_suffix(".jsonl"), fingerprint)):
         return None
     done = load_scored(path)
@@ -187,13 +216,32 @@ def per_question(scored: pd.DataFrame) -> pd.DataFrame:
 def summary(scored: pd.DataFrame, by: tuple[str, ...] = ("subworld", "hops")) -> dict:
     """``summary.json`` figures of one scored evaluation: accuracy with n and interval, the judge methods used and
     the breakdowns (records of :func:`venus_utils.eval.stats.accuracy_table`)."""
-    from .stats import accuracy_ci, accuracy_table
-
     pq = per_question(scored)
     overall = accuracy_ci(pq["correct"].tolist())
-    return {"accuracy": overall["accuracy"], "n": overall["n"], "ci_low": overall["ci_low"],
-            "ci_high": overall["ci_high"], "samples_per_question": int(pq["samples"].min()) if len(pq) else 0,
-            "mean_turns": float(scored["turns"].mean()) if len(scored) else None,
-            "judge_methods": {str(k): int(v) for k, v in scored.get("judge_method", pd.Series(dtype=str))
-                              .value_counts().items()},
-            "by": accuracy_table(pq, by).to_dict("records")}
+    return {
+        "accuracy": overall["accuracy"],
+        "n": overall["n"],
+        "ci_low": overall["ci_low"],
+        "ci_high": overall["ci_high"],
+        "samples_per_question": int(pq["samples"].min()) if len(pq) else 0,
+        "mean_turns": float(scored["turns"].mean()) if len(scored) else None,
+        "judge_methods": {
+            str(k): int(v) for k, v in scored.get("judge_method", pd.Series(dtype=str)).value_counts().items()
+        },
+        "by": accuracy_table(pq, by).to_dict("records"),
+    }
+
+
+def compare(baseline: pd.DataFrame, other: pd.DataFrame) -> dict[str, Any]:
+    """Two models' scored held-out tables paired by question (:func:`venus_utils.eval.stats.paired_comparison`:
+    accuracies, the difference with its interval, the exact McNemar p, fixed / broken counts and the verdict)."""
+    before = per_question(baseline).set_index("id")["correct"]
+    after = per_question(other).set_index("id")["correct"]
+    return paired_comparison(before, after)
+
+
+def compare_to(results: dict[str, pd.DataFrame], baseline: str = "SFT") -> dict[str, dict[str, Any]]:
+    """Every RL model of :func:`run_results` paired with ``baseline`` on the same questions ({} without it)."""
+    if baseline not in results:
+        return {}
+    return {label: compare(results[baseline], scored) for label, scored in results.items() if label.startswith("RL")}

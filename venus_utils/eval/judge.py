@@ -1,7 +1,7 @@
 """The project's one answer judge: an OpenAI-compatible LLM with the BrowseComp grading prompt, or offline.
 
 DR-Venus grades answers with an LLM judge (Qwen3-235B-A22B-Instruct-2507 by default) and the BrowseComp
-grader prompt, after an exact-match shortcut (spec rl-inference.md §4).  Here:
+grader prompt, after an exact-match shortcut.  Here:
 
 1. an empty answer is incorrect; a normalised exact match with *any* alias is correct without a call;
 2. with an endpoint configured, the LLM judges the rest (temperature 0.1, top_p 0.95, 3 attempts); all
@@ -13,6 +13,8 @@ grader prompt, after an exact-match shortcut (spec rl-inference.md §4).  Here:
 The endpoint comes from the environment or ``.env`` (:func:`venus_utils.env.secret`): ``JUDGE_API_BASE``,
 ``JUDGE_API_KEY`` and ``JUDGE_MODEL`` (or DR-Venus's ``JUDGE_MODEL_NAME``), falling back to ``API_BASE`` /
 ``API_KEY``.  :meth:`Judge.describe` says which judge ran; keep it next to any number it produced.
+:func:`judge_function` gives a judge as a plain function of lists (questions, predictions, ground truths),
+the form the RL trainer takes.
 """
 
 from __future__ import annotations
@@ -24,12 +26,17 @@ import re
 import sqlite3
 import threading
 import time
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
+
+import httpx
+from tqdm.auto import tqdm
 
 from ..env import redact, secret
+from ..paths import RUNS_DIR
 from . import answers
 
 # From openai/simple-evals browsecomp_eval.py (itself from HLE's run_judge_results.py), verbatim.
@@ -52,7 +59,7 @@ correct: Answer 'yes' if extracted_final_answer matches the [correct_answer] giv
 
 
 confidence: The extracted confidence score between 0|\\%| and 100|\\%| from [response]. Put 100 if there is no confidence score available.
-""".strip()
+""".strip()  # noqa: E501 (the prompt's lines are kept verbatim)
 
 DEFAULT_MODEL = "Qwen3-235B-A22B-Instruct-2507"  # DR-Venus's JUDGE_MODEL_NAME default
 OFFLINE_THRESHOLD = 0.5
@@ -60,8 +67,6 @@ _VERDICT_RE = re.compile(r"\bcorrect\**\s*:\s*\**\s*(yes|no)\b", re.IGNORECASE)
 
 
 def default_cache_path() -> Path:
-    from ..paths import RUNS_DIR
-
     return Path(os.environ.get("VENUS_JUDGE_CACHE", RUNS_DIR / ".cache" / "judge.sqlite"))
 
 
@@ -74,7 +79,9 @@ def format_correct_answer(ground_truth: Any) -> str:
 
 
 def grader_prompt(question: str, answer: str, ground_truth: Any) -> str:
-    return GRADER_TEMPLATE.format(question=question, response=answer, correct_answer=format_correct_answer(ground_truth))
+    return GRADER_TEMPLATE.format(
+        question=question, response=answer, correct_answer=format_correct_answer(ground_truth)
+    )
 
 
 def parse_verdict(reply: str) -> bool | None:
@@ -105,7 +112,10 @@ class _Cache:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._db = sqlite3.connect(str(self.path), check_same_thread=False, timeout=30)
-        self._db.execute("CREATE TABLE IF NOT EXISTS verdicts (key TEXT PRIMARY KEY, model TEXT, correct INTEGER, reply TEXT, created REAL)")
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS verdicts "
+            "(key TEXT PRIMARY KEY, model TEXT, correct INTEGER, reply TEXT, created REAL)"
+        )
         self._db.commit()
 
     @staticmethod
@@ -120,7 +130,10 @@ class _Cache:
 
     def put(self, key: str, model: str, correct: bool, reply: str) -> None:
         with self._lock:
-            self._db.execute("INSERT OR REPLACE INTO verdicts VALUES (?, ?, ?, ?, ?)", (key, model, int(correct), reply, time.time()))
+            self._db.execute(
+                "INSERT OR REPLACE INTO verdicts VALUES (?, ?, ?, ?, ?)",
+                (key, model, int(correct), reply, time.time()),
+            )
             self._db.commit()
 
     def close(self) -> None:
@@ -158,7 +171,7 @@ class Judge:
 
     # -- construction -------------------------------------------------------------------------------
     @classmethod
-    def from_env(cls, kind: str = "auto", cache_path: str | Path | None = None, **kwargs) -> "Judge":
+    def from_env(cls, kind: str = "auto", cache_path: str | Path | None = None, **kwargs) -> Judge:
         """``kind``: ``auto`` (LLM when an endpoint is configured, else offline), ``llm`` or ``offline``."""
         if kind not in ("auto", "llm", "offline"):
             raise ValueError(f"judge kind must be auto, llm or offline, got {kind!r}")
@@ -167,7 +180,9 @@ class Judge:
             reason = "asked for" if kind == "offline" else "no JUDGE_API_BASE / API_BASE configured"
             return cls(api_base=None, reason=reason, **{k: v for k, v in kwargs.items() if k == "offline_threshold"})
         if not base:
-            raise ValueError("an LLM judge was asked for but neither JUDGE_API_BASE nor API_BASE is set (environment or .env)")
+            raise ValueError(
+                "an LLM judge was asked for but neither JUDGE_API_BASE nor API_BASE is set (environment or .env)"
+            )
         key = secret("JUDGE_API_KEY") or secret("API_KEY")
         model = os.environ.get("JUDGE_MODEL") or os.environ.get("JUDGE_MODEL_NAME") or DEFAULT_MODEL
         thinking = os.environ.get("ENABLE_JUDGE_THINKING")
@@ -186,13 +201,14 @@ class Judge:
     def describe(self) -> str:
         if self.api_base:
             return redact(
-                f"LLM judge {self.model} at {self.api_base} (BrowseComp grading prompt, exact-match shortcut, all aliases, "
-                f"verdicts cached in {self._cache.path})"
+                f"LLM judge {self.model} at {self.api_base} (BrowseComp grading prompt, exact-match shortcut, "
+                f"all aliases, verdicts cached in {self._cache.path})"
             )
         why = f" ({self.reason})" if self.reason else ""
         return (
-            f"offline judge{why}: exact match, else token F1 >= {self.offline_threshold:g} between the best alias and the "
-            "answer or its highlighted part. Set JUDGE_API_BASE / JUDGE_API_KEY / JUDGE_MODEL for the LLM judge."
+            f"offline judge{why}: exact match, else token F1 >= {self.offline_threshold:g} between the best alias "
+            "and the answer or its highlighted part. "
+            "Set JUDGE_API_BASE / JUDGE_API_KEY / JUDGE_MODEL for the LLM judge."
         )
 
     # -- judging ------------------------------------------------------------------------------------
@@ -208,8 +224,6 @@ class Judge:
 
     def _http(self):
         if self._client is None:
-            import httpx
-
             self._client = httpx.Client(timeout=self.timeout)
         return self._client
 
@@ -234,7 +248,9 @@ class Judge:
                 last = exc
                 if attempt + 1 < self.attempts:
                     time.sleep(self.backoff * (2**attempt))
-        raise RuntimeError(redact(f"judge request failed after {self.attempts} attempts: {type(last).__name__}: {last}"))
+        raise RuntimeError(
+            redact(f"judge request failed after {self.attempts} attempts: {type(last).__name__}: {last}")
+        )
 
     def _llm(self, question: str, answer: str, ground_truth: Any) -> Verdict:
         key = _Cache.key(question, answer, ground_truth, self.model)
@@ -260,8 +276,6 @@ class Judge:
         out: list[Verdict | None] = [self._shortcut(a, g) for _, a, g in items]
         todo = [i for i, v in enumerate(out) if v is None]
         if todo:
-            from tqdm.auto import tqdm
-
             with ThreadPoolExecutor(self.max_workers) as pool:
                 results = pool.map(lambda i: self._llm(*items[i]), todo)
                 for i, verdict in zip(todo, tqdm(results, total=len(todo), desc="judge", disable=not progress)):
@@ -275,8 +289,19 @@ class Judge:
             self._cache.close()
 
 
-def judge_batch(questions: Sequence[str], predictions: Sequence[str], ground_truths: Sequence[Any], judge: Judge | None = None) -> list[float]:
-    """1.0 / 0.0 per prediction with the configured judge (:meth:`Judge.from_env`); prints which judge ran."""
-    judge = judge or Judge.from_env()
-    print(f"[judge] {judge.describe()}")
-    return [v.value for v in judge.judge_many(zip(questions, predictions, ground_truths))]
+#: ``judge(questions, predictions, ground_truths)`` -> one score in [0, 1] per prediction, in order
+JudgeFn = Callable[[Sequence[str], Sequence[str], Sequence[Any]], list[float]]
+
+
+def judge_function(kind: str | Judge = "auto") -> tuple[JudgeFn, str]:
+    """The project's judge as a plain function ``judge(questions, predictions, ground_truths) -> [1.0 | 0.0, ...]``
+    (what the RL trainer, :func:`venus_utils.rl.rollout.evaluate_accuracy` and :func:`venus_utils.eval.metrics.score`
+    take), and :meth:`Judge.describe` of the judge behind it (keep it next to any number it produced).  ``kind``: auto
+    (the LLM judge when an endpoint is configured, else offline F1), llm or offline (:meth:`Judge.from_env`), or a
+    :class:`Judge` already made."""
+    judge = Judge.from_env(kind) if isinstance(kind, str) else kind
+
+    def scores(questions: Sequence[str], predictions: Sequence[str], ground_truths: Sequence[Any]) -> list[float]:
+        return [v.value for v in judge.judge_many(zip(questions, predictions, ground_truths))]
+
+    return scores, judge.describe()

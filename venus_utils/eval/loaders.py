@@ -22,12 +22,14 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
+from ..io import read_json, read_jsonl, write_json, write_jsonl
+from ..paths import REPO_ROOT
 from ..protocol import ANSWER_SPLIT
 
 QA_COLUMNS = ["id", "question", "answer", "source"]
@@ -151,7 +153,9 @@ def load_verl_qa(path: str | Path) -> pd.DataFrame:
         questions.append(_prompt_question(row.prompt, path, i))
         answers.append(_ground_truth(row.reward_model, path, i))
         sources.append(source)
-        extras.append({k: v for k, v in extra.items() if k not in ("index", "split") and isinstance(v, (str, int, float))})
+        extras.append(
+            {k: v for k, v in extra.items() if k not in ("index", "split") and isinstance(v, (str, int, float))}
+        )
     df = _qa_frame(ids, questions, answers, sources, path)
     # scalar extra_info fields (the offline world's ``hops`` and ``template``) become columns for breakdowns
     return pd.concat([df, pd.DataFrame(extras, index=df.index)], axis=1) if any(extras) else df
@@ -171,21 +175,26 @@ def load_questions(path: str | Path, source: str | None = None, require_answer: 
         if "reward_model" in raw.columns:
             return load_verl_qa(path)
     elif path.suffix in (".jsonl", ".json"):
-        from ..io import read_jsonl
-
         raw = pd.DataFrame(read_jsonl(path))
     elif path.suffix == ".csv":
         raw = pd.read_csv(path)
     else:
         raise ValueError(f"{path}: unsupported question file type {path.suffix!r} (parquet, jsonl or csv)")
-    raw = raw.rename(columns={k: v for k, v in (("gt", "answer"), ("index", "id"), ("data_source", "source"))
-                              if k in raw.columns and v not in raw.columns})
+    raw = raw.rename(
+        columns={
+            k: v
+            for k, v in (("gt", "answer"), ("index", "id"), ("data_source", "source"))
+            if k in raw.columns and v not in raw.columns
+        }
+    )
     if not require_answer and "answer" not in raw.columns:
         raw["answer"] = ""
     _require(raw, path, ["question", "answer"])
     src = raw["source"].fillna(source or path.stem) if "source" in raw else [source or path.stem] * len(raw)
     ids = raw["id"] if "id" in raw else range(len(raw))
-    answers = [_ground_truth(a, path, i) if isinstance(a, (str, list, dict)) else "" for i, a in enumerate(raw["answer"])]
+    answers = [
+        _ground_truth(a, path, i) if isinstance(a, (str, list, dict)) else "" for i, a in enumerate(raw["answer"])
+    ]
     return _qa_frame(ids, raw["question"], answers, src, path, require_answer)
 
 
@@ -202,8 +211,9 @@ def sample_per_source(qa: pd.DataFrame, n: int | None, seed: int = 0) -> pd.Data
     return pd.concat(parts).reset_index(drop=True) if parts else qa.iloc[:0]
 
 
-def stratified_sample(qa: pd.DataFrame, n: int | None, by: Sequence[str] = ("template", "hops"),
-                      seed: int = 0) -> pd.DataFrame:
+def stratified_sample(
+    qa: pd.DataFrame, n: int | None, by: Sequence[str] = ("template", "hops"), seed: int = 0
+) -> pd.DataFrame:
     """``n`` questions drawn so that every group of ``by`` keeps its share of ``qa`` (all when ``n`` is None).
 
     Group sizes follow the table's own proportions (largest remainder), so the sample has the split's mix of
@@ -238,8 +248,13 @@ def load_browsecomp(path: str | Path) -> pd.DataFrame:
     raw = pd.read_csv(path, dtype=str, keep_default_na=False)
     _require(raw, path, ["problem", "answer", "canary"])
     plain = _decrypt_columns(raw, path, ["problem", "answer"], decrypt)
-    return _qa_frame([f"browsecomp-{i}" for i in range(len(plain))], plain["problem"], plain["answer"],
-                     ["BrowseComp"] * len(plain), path)
+    return _qa_frame(
+        [f"browsecomp-{i}" for i in range(len(plain))],
+        plain["problem"],
+        plain["answer"],
+        ["BrowseComp"] * len(plain),
+        path,
+    )
 
 
 def load_browsecomp_zh(path: str | Path) -> pd.DataFrame:
@@ -257,12 +272,18 @@ def load_browsecomp_zh(path: str | Path) -> pd.DataFrame:
             raise ImportError(f"{path}: reading .xlsx needs openpyxl (pip install openpyxl): {exc}") from None
     _require(raw, path, ["Question", "Answer", "canary"])
     plain = _decrypt_columns(raw, path, ["Question", "Answer"], decrypt)
-    return _qa_frame([f"browsecomp_zh-{i}" for i in range(len(plain))], plain["Question"], plain["Answer"],
-                     ["BrowseComp-ZH"] * len(plain), path)
+    return _qa_frame(
+        [f"browsecomp_zh-{i}" for i in range(len(plain))],
+        plain["Question"],
+        plain["Answer"],
+        ["BrowseComp-ZH"] * len(plain),
+        path,
+    )
 
 
 def load_xbench(path: str | Path, name: str | None = None) -> pd.DataFrame:
-    """xBench-DeepSearch's ``DeepSearch.csv`` / ``DeepSearch-2510.csv`` (``id``, ``prompt``, ``answer``, ``canary``)."""
+    """xBench-DeepSearch's ``DeepSearch.csv`` / ``DeepSearch-2510.csv`` (``id``, ``prompt``, ``answer``,
+    ``canary``)."""
     path = Path(path)
     raw = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig")
     _require(raw, path, ["prompt", "answer", "canary"])
@@ -282,8 +303,6 @@ def load_gaia_text(path: str | Path) -> pd.DataFrame:
     if path.suffix == ".parquet":
         raw = pd.read_parquet(path)
     else:
-        from ..io import read_jsonl
-
         raw = pd.DataFrame(read_jsonl(path))
     _require(raw, path, ["task_id", "Question", "Final answer"])
     files = raw["file_name"].fillna("").astype(str) if "file_name" in raw else pd.Series([""] * len(raw))
@@ -295,16 +314,17 @@ def load_gaia_text(path: str | Path) -> pd.DataFrame:
 
 def write_questions(qa: pd.DataFrame, path: str | Path) -> Path:
     """The questions as the agent CLI's input JSONL (``index``, ``question``, ``answer``, ``data_source``)."""
-    from ..io import write_jsonl
-
-    return write_jsonl(path, ({"index": r.id, "question": r.question, "answer": r.answer, "data_source": r.source}
-                              for r in qa.itertuples(index=False)))
+    return write_jsonl(
+        path,
+        (
+            {"index": r.id, "question": r.question, "answer": r.answer, "data_source": r.source}
+            for r in qa.itertuples(index=False)
+        ),
+    )
 
 
 def made_with(path: str | Path, fingerprint: dict) -> bool:
     """Whether the resumable predictions file ``path`` was made with ``fingerprint`` (its ``<name>.params.json``)."""
-    from ..io import read_json
-
     sidecar = Path(path).with_name(Path(path).name + ".params.json")
     return sidecar.exists() and read_json(sidecar) == json.loads(json.dumps(fingerprint, default=str))
 
@@ -316,8 +336,6 @@ def fresh_predictions(path: str | Path, fingerprint: dict) -> bool:
     different one removes the old predictions so that a rerun with new settings does not mix them in.
     Returns True when existing predictions will be resumed.
     """
-    from ..io import write_json
-
     path = Path(path)
     same = made_with(path, fingerprint)
     if not same and path.exists():
@@ -346,8 +364,14 @@ def load_benchmark(name: str, path: str | Path) -> pd.DataFrame:
 # --------------------------------------------------------------------------------------------------------
 # Predictions (the agent CLI's JSONL)
 # --------------------------------------------------------------------------------------------------------
-PREDICTION_DEFAULTS = {"prediction": "", "termination": "unknown", "turns": 0, "tool_call_count": 0,
-                       "parse_error_count": 0, "elapsed_seconds": float("nan")}
+PREDICTION_DEFAULTS = {
+    "prediction": "",
+    "termination": "unknown",
+    "turns": 0,
+    "tool_call_count": 0,
+    "parse_error_count": 0,
+    "elapsed_seconds": float("nan"),
+}
 
 
 def load_predictions(path: str | Path) -> pd.DataFrame:
@@ -357,8 +381,6 @@ def load_predictions(path: str | Path) -> pd.DataFrame:
     present (``sample`` defaults to 0); missing inference fields get neutral defaults (see
     :data:`PREDICTION_DEFAULTS`); every other field (``messages``, ``gt``, ``turn_log``...) is kept.
     """
-    from ..io import read_jsonl
-
     rows = read_jsonl(path)
     for n, rec in enumerate(rows):
         if not isinstance(rec, dict) or not isinstance(rec.get("question"), str):
@@ -376,36 +398,11 @@ def load_predictions(path: str | Path) -> pd.DataFrame:
 
 
 # --------------------------------------------------------------------------------------------------------
-# Models of a run folder
+# The notebooks' question source
 # --------------------------------------------------------------------------------------------------------
-MODEL_STAGES = (("rl", "04_igpo_rl"), ("sft", "03_sft_unsloth"), ("base", "00_setup/tiny_model"))
-
-
-def model_candidates(run_dir: str | Path) -> list[tuple[str, Path]]:
-    """The models a run folder holds, best first: RL, then SFT, then the tiny base model.
-
-    A stage's model is ``<stage>/model`` (or the stage folder itself) when it holds a ``config.json``.
-    """
-    run_dir = Path(run_dir)
-    found = []
-    for label, stage in MODEL_STAGES:
-        for folder in (run_dir / stage / "model", run_dir / stage):
-            if (folder / "config.json").exists():
-                found.append((label, folder))
-                break
-    return found
-
-
-def resolve_model(model: str, run_dir: str | Path) -> tuple[str, str]:
-    """``(label, model)`` for the notebooks' ``model`` parameter: ``auto`` is the run's best model
-    (:func:`best_model`); a folder or an ``http(s)://`` endpoint is used as given."""
-    if model == "auto":
-        label, folder = best_model(run_dir)
-        return label, str(folder)
-    return (model if model.startswith(("http://", "https://")) else Path(model).name), model
-
-
-def load_qa(qa_file: str | Path | None, benchmark: str | None = None, default: str | Path | None = None) -> pd.DataFrame:
+def load_qa(
+    qa_file: str | Path | None, benchmark: str | None = None, default: str | Path | None = None
+) -> pd.DataFrame:
     """The notebooks' question source: ``benchmark`` read from ``qa_file``, else ``qa_file`` (verl parquet / JSONL /
     CSV), else ``default`` (the offline world's test split)."""
     if benchmark:
@@ -420,17 +417,5 @@ def load_qa(qa_file: str | Path | None, benchmark: str | None = None, default: s
 def _find(path: str | Path) -> Path:
     """A user path: as given (relative to the working directory), else relative to the repository root
     (profiles name files like ``../shared/data/dr-venus/qa_test.parquet``; Papermill runs in the stage folder)."""
-    from ..paths import REPO_ROOT
-
     path = Path(path).expanduser()
     return path if path.is_absolute() or path.exists() else REPO_ROOT / path
-
-
-def best_model(run_dir: str | Path) -> tuple[str, Path]:
-    """``(label, folder)`` of the best model in the run folder (RL > SFT > base); raises when there is none."""
-    found = model_candidates(run_dir)
-    if not found:
-        raise FileNotFoundError(
-            f"{run_dir}: no model found (looked for {', '.join(s for _, s in MODEL_STAGES)}); run notebooks/00_setup "
-            "first (it builds the tiny base model), or point the notebook at a checkpoint")
-    return found[0]

@@ -18,15 +18,23 @@ replacement is correct.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from ..cli import parse_shard
+from ..paper import results_table
+from . import answers
+from .judge import Judge
+
 
 def pass_at_k(n: int, c: int, k: int) -> float:
     """Unbiased pass@k from ``n`` samples with ``c`` correct (``1 <= k <= n``, ``0 <= c <= n``)."""
-    if not (isinstance(n, (int, np.integer)) and isinstance(c, (int, np.integer)) and isinstance(k, (int, np.integer))):
+    if not (
+        isinstance(n, (int, np.integer)) and isinstance(c, (int, np.integer)) and isinstance(k, (int, np.integer))
+    ):
         raise TypeError(f"pass_at_k takes integers, got n={n!r}, c={c!r}, k={k!r}")
     if n < 1 or not 0 <= c <= n:
         raise ValueError(f"pass_at_k needs n >= 1 and 0 <= c <= n (n={n}, c={c})")
@@ -57,8 +65,10 @@ def attach_answers(predictions: pd.DataFrame, qa: pd.DataFrame) -> pd.DataFrame:
         merged = preds.drop(columns=["id"], errors="ignore").merge(lookup, on="question", how="left")
     missing = merged["answer"].isna()
     if len(merged) and missing.all():
-        raise ValueError(f"none of the {len(merged)} predictions matches a question of the QA table "
-                         f"(first: {merged['question'].iloc[0][:80]!r})")
+        raise ValueError(
+            f"none of the {len(merged)} predictions matches a question of the QA table "
+            f"(first: {merged['question'].iloc[0][:80]!r})"
+        )
     out = merged[~missing].reset_index(drop=True)
     out.attrs["dropped"] = {"no_ground_truth": int(missing.sum())}
     return out
@@ -79,8 +89,6 @@ def score(
     :mod:`venus_utils.eval.answers` unless given.
     """
     if exact_match is None or token_f1 is None:
-        from . import answers
-
         exact_match = exact_match or answers.exact_match
         token_f1 = token_f1 or answers.token_f1
     out = table.copy()
@@ -89,8 +97,6 @@ def score(
     out["em"] = [float(exact_match(p, g)) for p, g in zip(preds, golds)]
     out["f1"] = [float(token_f1(p, g)) for p, g in zip(preds, golds)]
     if judge is None:
-        from .judge import Judge
-
         judge = Judge.from_env()
     questions = out["question"].astype(str).tolist()
     if hasattr(judge, "judge_many"):
@@ -108,9 +114,19 @@ def score(
 def per_question(scored: pd.DataFrame) -> pd.DataFrame:
     """One row per question: ``n`` samples, ``c`` correct, mean accuracy, EM, F1, turns and tool calls."""
     g = scored.groupby(["id", "source"], sort=False)
-    return g.agg(n=("correct", "size"), c=("correct", "sum"), accuracy=("correct", "mean"), em=("em", "mean"),
-                 f1=("f1", "mean"), turns=("turns", "mean"), tool_calls=("tool_call_count", "mean")
-                 ).reset_index().astype({"n": int, "c": int})
+    return (
+        g.agg(
+            n=("correct", "size"),
+            c=("correct", "sum"),
+            accuracy=("correct", "mean"),
+            em=("em", "mean"),
+            f1=("f1", "mean"),
+            turns=("turns", "mean"),
+            tool_calls=("tool_call_count", "mean"),
+        )
+        .reset_index()
+        .astype({"n": int, "c": int})
+    )
 
 
 def pass_at_k_curve(scored: pd.DataFrame, ks: Iterable[int] | None = None, by: str | None = None) -> pd.DataFrame:
@@ -133,14 +149,24 @@ def pass_at_k_curve(scored: pd.DataFrame, ks: Iterable[int] | None = None, by: s
 
 def accuracy_by(scored: pd.DataFrame, by: str = "source") -> pd.DataFrame:
     """Per group of ``by`` (and overall): questions, samples, judged accuracy, EM, F1 and mean turns."""
+
     def agg(part: pd.DataFrame) -> dict:
-        return {"questions": part["id"].nunique(), "samples": len(part), "accuracy": part["correct"].mean(),
-                "em": part["em"].mean(), "f1": part["f1"].mean(), "turns": part["turns"].mean()}
+        return {
+            "questions": part["id"].nunique(),
+            "samples": len(part),
+            "accuracy": part["correct"].mean(),
+            "em": part["em"].mean(),
+            "f1": part["f1"].mean(),
+            "turns": part["turns"].mean(),
+        }
 
     rows = {str(key): agg(part) for key, part in scored.groupby(by, sort=True)}
     rows["all"] = agg(scored)
-    return pd.DataFrame(rows).T.rename_axis(by).astype(
-        {"questions": int, "samples": int, "accuracy": float, "em": float, "f1": float, "turns": float})
+    return (
+        pd.DataFrame(rows)
+        .T.rename_axis(by)
+        .astype({"questions": int, "samples": int, "accuracy": float, "em": float, "f1": float, "turns": float})
+    )
 
 
 def accuracy_by_source(scored: pd.DataFrame) -> pd.DataFrame:
@@ -190,8 +216,6 @@ def shard_questions(table: pd.DataFrame, shard: str | tuple[int, int], key: str 
     QA table (one row per question: the file to give ``python -m venus_utils.agent run --input``) and on
     predictions or scored tables.
     """
-    from ..launch import parse_shard
-
     i, n = parse_shard(shard)
     codes = pd.factorize(table[key].astype(str), sort=False)[0]
     return table[codes % n == i]
@@ -218,20 +242,24 @@ def merge_scored(parts: Iterable[pd.DataFrame], key: str = "id") -> pd.DataFrame
 def canonical_order(table: pd.DataFrame, key: str = "id") -> pd.DataFrame:
     """Rows sorted by question ``key`` then ``sample`` (a stable order whatever the workers' finishing order)."""
     cols = [key, "sample"] if "sample" in table else [key]
-    return table.assign(_key=table[key].astype(str)).sort_values(["_key", *cols[1:]], kind="stable").drop(
-        columns="_key").reset_index(drop=True)
+    return (
+        table.assign(_key=table[key].astype(str))
+        .sort_values(["_key", *cols[1:]], kind="stable")
+        .drop(columns="_key")
+        .reset_index(drop=True)
+    )
 
 
 def paper_comparison(run_label: str, accuracy: dict[str, float]) -> pd.DataFrame:
-    """The paper's benchmark table (accuracy %, :func:`venus_utils.reference.results_table`) with this run beside it.
+    """The paper's benchmark table (accuracy %, :func:`venus_utils.paper.results_table`) with this run beside it.
 
     ``accuracy`` maps a benchmark or QA-set name to a fraction in [0, 1].  Names that are paper benchmarks
     fill the paper's columns; other sets (e.g. the offline world's test split) get their own columns, empty
     for the paper's models: the numbers are not comparable and the table does not pretend they are.
     """
-    from ..reference import results_table
-
     paper = results_table().astype(float)
-    row = pd.DataFrame({name: [100.0 * float(v) if v is not None and not math.isnan(v) else np.nan]
-                        for name, v in accuracy.items()}, index=[run_label])
+    row = pd.DataFrame(
+        {name: [100.0 * float(v) if v is not None and not math.isnan(v) else np.nan] for name, v in accuracy.items()},
+        index=[run_label],
+    )
     return pd.concat([paper, row], axis=0)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from ..io import atomic_path
@@ -64,8 +65,17 @@ def turns_vs_correctness(scored: pd.DataFrame, ax=None, path=None, title="Turns 
     fig, ax = _figure(ax)
     data = scored.assign(outcome=scored["correct"].map(lambda v: "correct" if v >= 1 else "incorrect"))
     order = [o for o in ("correct", "incorrect") if o in set(data["outcome"])]
-    sns.histplot(data=data, x="turns", hue="outcome", hue_order=order, multiple="dodge", discrete=True, shrink=0.8,
-                 palette={"correct": "#2ca02c", "incorrect": "#d62728"}, ax=ax)
+    sns.histplot(
+        data=data,
+        x="turns",
+        hue="outcome",
+        hue_order=order,
+        multiple="dodge",
+        discrete=True,
+        shrink=0.8,
+        palette={"correct": "#2ca02c", "incorrect": "#d62728"},
+        ax=ax,
+    )
     ax.set(xlabel="turns", ylabel="samples", title=title)
     return _save(fig, path)
 
@@ -80,12 +90,11 @@ def terminations(term_table: pd.DataFrame, ax=None, path=None, title="How runs e
     return _save(fig, path)
 
 
-def accuracy_intervals(tables: dict[str, pd.DataFrame], ax=None, path=None,
-                       title="Held-out accuracy (greedy) with 95% intervals"):
+def accuracy_intervals(
+    tables: dict[str, pd.DataFrame], ax=None, path=None, title="Held-out accuracy (greedy) with 95% intervals"
+):
     """Accuracy of one or more models (``{label: stats.accuracy_table(...)}``) per breakdown value, each bar with its
     95% interval, so a reader sees at once which differences the noise covers."""
-    import numpy as np
-
     rows = pd.concat([t.assign(model=label) for label, t in tables.items()], ignore_index=True)
     rows["where"] = [v if g == "all" else f"{g}={v}" for g, v in zip(rows["group"], rows["value"])]
     places, models = list(dict.fromkeys(rows["where"])), list(tables)
@@ -97,8 +106,11 @@ def accuracy_intervals(tables: dict[str, pd.DataFrame], ax=None, path=None,
         acc = part["accuracy"].astype(float)
         err = [(acc - part["ci_low"].astype(float)).clip(lower=0), (part["ci_high"].astype(float) - acc).clip(lower=0)]
         ax.bar(x, acc, width, yerr=err, capsize=3, label=label)
-    ax.set_xticks(np.arange(len(places)), [f"{p}\n(n={int(n)})" for p, n in
-                                           zip(places, rows.drop_duplicates("where")["n"])], fontsize=8)
+    ax.set_xticks(
+        np.arange(len(places)),
+        [f"{p}\n(n={int(n)})" for p, n in zip(places, rows.drop_duplicates("where")["n"])],
+        fontsize=8,
+    )
     ax.set(ylim=(0, 1), ylabel="accuracy", title=title)
     if len(models) > 1:
         ax.legend(fontsize=8)

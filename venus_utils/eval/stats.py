@@ -14,7 +14,7 @@ majority for the paired test); see :mod:`venus_utils.eval.heldout`.
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -54,11 +54,17 @@ def paired_comparison(before: pd.Series, after: pd.Series, level: float = LEVEL,
     n = len(both)
     a, b = both["a"].to_numpy(), both["b"].to_numpy()
     fixed, broken = int((~a & b).sum()), int((a & ~b).sum())
-    diff = (b.astype(float) - a.astype(float))
+    diff = b.astype(float) - a.astype(float)
     mean = float(diff.mean()) if n else None
     if n > 1 and diff.std() > 0:
-        res = bootstrap((diff,), np.mean, confidence_level=level, n_resamples=9999, method="percentile",
-                        random_state=np.random.default_rng(seed))
+        res = bootstrap(
+            (diff,),
+            np.mean,
+            confidence_level=level,
+            n_resamples=9999,
+            method="percentile",
+            random_state=np.random.default_rng(seed),
+        )
         low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
     else:
         low = high = mean
@@ -69,9 +75,20 @@ def paired_comparison(before: pd.Series, after: pd.Series, level: float = LEVEL,
         verdict = "improvement" if fixed > broken else "regression"
     else:
         verdict = "no significant difference (noise)"
-    return {"n": n, "accuracy_before": float(a.mean()) if n else None, "accuracy_after": float(b.mean()) if n else None,
-            "difference": mean, "diff_ci_low": low, "diff_ci_high": high, "fixed": fixed, "broken": broken,
-            "both_right": int((a & b).sum()), "both_wrong": int((~a & ~b).sum()), "mcnemar_p": p, "verdict": verdict}
+    return {
+        "n": n,
+        "accuracy_before": float(a.mean()) if n else None,
+        "accuracy_after": float(b.mean()) if n else None,
+        "difference": mean,
+        "diff_ci_low": low,
+        "diff_ci_high": high,
+        "fixed": fixed,
+        "broken": broken,
+        "both_right": int((a & b).sum()),
+        "both_wrong": int((~a & ~b).sum()),
+        "mcnemar_p": p,
+        "verdict": verdict,
+    }
 
 
 def _groups(table: pd.DataFrame, by: Iterable[str]):
@@ -82,15 +99,24 @@ def _groups(table: pd.DataFrame, by: Iterable[str]):
                 yield col, value, part
 
 
-def accuracy_table(scored: pd.DataFrame, by: Iterable[str] = ("subworld", "hops"), key: str = "correct") -> pd.DataFrame:
+def accuracy_table(
+    scored: pd.DataFrame, by: Iterable[str] = ("subworld", "hops"), key: str = "correct"
+) -> pd.DataFrame:
     """Accuracy with n and 95% interval overall and per value of each ``by`` column of a per-question table."""
-    rows = [{"group": col, "value": str(value), **accuracy_ci(part[key].tolist())} for col, value, part in
-            _groups(scored, by)]
+    rows = [
+        {"group": col, "value": str(value), **accuracy_ci(part[key].tolist())}
+        for col, value, part in _groups(scored, by)
+    ]
     return pd.DataFrame(rows).round({"accuracy": 4, "ci_low": 4, "ci_high": 4})
 
 
-def comparison_table(before: pd.DataFrame, after: pd.DataFrame, by: Iterable[str] = ("subworld", "hops"),
-                     id_col: str = "id", key: str = "correct") -> pd.DataFrame:
+def comparison_table(
+    before: pd.DataFrame,
+    after: pd.DataFrame,
+    by: Iterable[str] = ("subworld", "hops"),
+    id_col: str = "id",
+    key: str = "correct",
+) -> pd.DataFrame:
     """:func:`paired_comparison` overall and per value of each ``by`` column (taken from ``after``)."""
     b = before.set_index(id_col)[key]
     rows = []

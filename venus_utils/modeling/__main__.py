@@ -14,11 +14,23 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     tiny = sub.add_parser("tiny", help="build the tiny Qwen3 base model + tokenizer + chat template (offline)")
     tiny.add_argument("--out", required=True, help="output folder (replaced if it exists)")
-    tiny.add_argument("--size", default="tiny", choices=sorted(SIZES), help="model size (default: tiny, ~1.6M parameters)")
-    tiny.add_argument("--world", default=None, help="world folder whose pages + trajectories train the tokenizer (default: built-in corpus)")
-    tiny.add_argument("--vocab-size", type=int, default=2048, help="learned BPE vocabulary incl. the 256 bytes (default 2048)")
-    tiny.add_argument("--max-token-length", type=int, default=4, help="longest BPE piece in characters; 0 = unlimited (default 4)")
-    tiny.add_argument("--max-position-embeddings", type=int, default=8192, help="context length of the config (default 8192)")
+    tiny.add_argument(
+        "--size", default="tiny", choices=sorted(SIZES), help="model size (default: tiny, ~1.6M parameters)"
+    )
+    tiny.add_argument(
+        "--world",
+        default=None,
+        help="world folder whose pages + trajectories train the tokenizer (default: built-in corpus)",
+    )
+    tiny.add_argument(
+        "--vocab-size", type=int, default=2048, help="learned BPE vocabulary incl. the 256 bytes (default 2048)"
+    )
+    tiny.add_argument(
+        "--max-token-length", type=int, default=4, help="longest BPE piece in characters; 0 = unlimited (default 4)"
+    )
+    tiny.add_argument(
+        "--max-position-embeddings", type=int, default=8192, help="context length of the config (default 8192)"
+    )
     tiny.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     out = build_tiny_model(

@@ -23,7 +23,7 @@ What the template does that matters for agent training (all kept byte for byte):
 
 ``QWEN3_THINKING_TRAINING_TEMPLATE`` adds ``{% generation %}`` markers for TRL's ``assistant_only_loss`` (and
 ``return_assistant_tokens_mask``).  The marked span is everything after ``<|im_start|>assistant\\n<think>\\n``
-up to and including ``<|im_end|>\\n``: the DR-Venus loss mask (``../shared/spec/sft-data.md`` §4.3).  Like TRL's
+up to and including ``<|im_end|>\\n``: the DR-Venus loss mask (verl's ``MultiTurnSFTDataset``).  Like TRL's
 ``qwen3_training.jinja`` it always renders the reasoning, which changes nothing for DR-Venus trajectories (one
 query) and makes the template prefix-preserving.  The recipe itself builds the mask with
 ``venus_utils.sft.tokenize_conversation``; the training variant is for users who hand conversations to TRL
@@ -34,17 +34,22 @@ from __future__ import annotations
 
 GENERATION_PROMPT = "<|im_start|>assistant\n<think>\n"
 
-_HEADER = r"""{%- if tools %}
+# Template lines longer than the code's line length are split across adjacent raw strings: the text is unchanged.
+_HEADER = (
+    r"""{%- if tools %}
     {{- '<|im_start|>system\n' }}
     {%- if messages[0].role == 'system' %}
         {{- messages[0].content + '\n\n' }}
     {%- endif %}
-    {{- "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>" }}
+    {{- "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"""
+    r"""You are provided with function signatures within <tools></tools> XML tags:\n<tools>" }}
     {%- for tool in tools %}
         {{- "\n" }}
         {{- tool | tojson }}
     {%- endfor %}
-    {{- "\n</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n" }}
+    {{- "\n</tools>\n\nFor each function call, return a json object with function name and arguments within """
+    r"""<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, """
+    r"""\"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n" }}
 {%- else %}
     {%- if messages[0].role == 'system' %}
         {{- '<|im_start|>system\n' + messages[0].content + '<|im_end|>\n' }}
@@ -53,7 +58,8 @@ _HEADER = r"""{%- if tools %}
 {%- set ns = namespace(multi_step_tool=true, last_query_index=messages|length - 1) %}
 {%- for message in messages[::-1] %}
     {%- set index = (messages|length - 1) - loop.index0 %}
-    {%- if ns.multi_step_tool and message.role == "user" and message.content is string and not(message.content.startswith('<tool_response>') and message.content.endswith('</tool_response>')) %}
+    {%- if ns.multi_step_tool and message.role == "user" and message.content is string and not("""
+    r"""message.content.startswith('<tool_response>') and message.content.endswith('</tool_response>')) %}
         {%- set ns.multi_step_tool = false %}
         {%- set ns.last_query_index = index %}
     {%- endif %}
@@ -72,15 +78,19 @@ _HEADER = r"""{%- if tools %}
             {%- set reasoning_content = message.reasoning_content %}
         {%- else %}
             {%- if '</think>' in content %}
-                {%- set reasoning_content = content.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n') %}
+                {%- set reasoning_content = content.split('</think>')[0].rstrip('\n')"""
+    r""".split('<think>')[-1].lstrip('\n') %}
                 {%- set content = content.split('</think>')[-1].lstrip('\n') %}
             {%- endif %}
         {%- endif %}
 """
+)
 
-_ASSISTANT_INFERENCE = r"""        {%- if loop.index0 > ns.last_query_index %}
+_ASSISTANT_INFERENCE = (
+    r"""        {%- if loop.index0 > ns.last_query_index %}
             {%- if loop.last or (not loop.last and reasoning_content) %}
-                {{- '<|im_start|>' + message.role + '\n<think>\n' + reasoning_content.strip('\n') + '\n</think>\n\n' + content.lstrip('\n') }}
+                {{- '<|im_start|>' + message.role + '\n<think>\n' + reasoning_content.strip('\n') """
+    r"""+ '\n</think>\n\n' + content.lstrip('\n') }}
             {%- else %}
                 {{- '<|im_start|>' + message.role + '\n' + content }}
             {%- endif %}
@@ -88,6 +98,7 @@ _ASSISTANT_INFERENCE = r"""        {%- if loop.index0 > ns.last_query_index %}
             {{- '<|im_start|>' + message.role + '\n' + content }}
         {%- endif %}
 """
+)
 
 _TOOL_CALLS = r"""        {%- if message.tool_calls %}
             {%- for tool_call in message.tool_calls %}
@@ -135,5 +146,10 @@ _ASSISTANT_TRAINING = r"""        {{- '<|im_start|>' + message.role + '\n<think>
 """
 
 QWEN3_THINKING_TRAINING_TEMPLATE = (
-    _HEADER + _ASSISTANT_TRAINING + _TOOL_CALLS.replace("        {{- '<|im_end|>\\n' }}\n", "        {{- '<|im_end|>\\n' }}\n        {%- endgeneration %}\n") + _FOOTER
+    _HEADER
+    + _ASSISTANT_TRAINING
+    + _TOOL_CALLS.replace(
+        "        {{- '<|im_end|>\\n' }}\n", "        {{- '<|im_end|>\\n' }}\n        {%- endgeneration %}\n"
+    )
+    + _FOOTER
 )

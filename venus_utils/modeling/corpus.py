@@ -8,13 +8,36 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Iterable, Iterator
+
+import pyarrow.parquet as pq
 
 from .. import protocol
 from ..paths import dr_venus_dir
 
-_SYLLABLES = ["ka", "ro", "mi", "tel", "vor", "an", "is", "du", "bre", "sha", "lin", "gor", "pe", "ul", "zan", "thi", "mor", "ek", "fa", "no"]
+_SYLLABLES = [
+    "ka",
+    "ro",
+    "mi",
+    "tel",
+    "vor",
+    "an",
+    "is",
+    "du",
+    "bre",
+    "sha",
+    "lin",
+    "gor",
+    "pe",
+    "ul",
+    "zan",
+    "thi",
+    "mor",
+    "ek",
+    "fa",
+    "no",
+]
 _KINDS = ["Labs", "Works", "Group", "Institute", "Society"]
 
 
@@ -31,16 +54,40 @@ def synthetic_conversation(rng: random.Random, current_date: str = protocol.DEFA
     url = f"https://world.local/{org.lower().replace(' ', '-')}"
     question = f"In what year was the founder of {org} born?"
     search_body = json.dumps(
-        [{"query": org, "web_page_info_list": [{"title": org, "url": url, "snippet": f"{org} was founded by {person}. It is headquartered in {city}."}]}],
+        [
+            {
+                "query": org,
+                "web_page_info_list": [
+                    {
+                        "title": org,
+                        "url": url,
+                        "snippet": f"{org} was founded by {person}. It is headquartered in {city}.",
+                    }
+                ],
+            }
+        ],
         ensure_ascii=False,
     )
-    visit_body = f"The useful information in {url} for user goal founder of {org} as follows: \n\nSummary: \n{person} founded {org} in {city}. {person} was born in {year}."
+    visit_body = (
+        f"The useful information in {url} for user goal founder of {org} as follows: \n\n"
+        f"Summary: \n{person} founded {org} in {city}. {person} was born in {year}."
+    )
     messages = [
         {"role": "system", "content": protocol.system_prompt(current_date)},
         {"role": "user", "content": question},
-        {"role": "assistant", "content": protocol.tool_turn(f"I need the founder of {org}.", "search", {"query": [org]})},
+        {
+            "role": "assistant",
+            "content": protocol.tool_turn(f"I need the founder of {org}.", "search", {"query": [org]}),
+        },
         {"role": "user", "content": protocol.wrap_tool_response(search_body)},
-        {"role": "assistant", "content": protocol.tool_turn(f"{org} was founded by {person}. I visit the page for the birth year.", "visit", {"url": [url], "goal": f"founder of {org}"})},
+        {
+            "role": "assistant",
+            "content": protocol.tool_turn(
+                f"{org} was founded by {person}. I visit the page for the birth year.",
+                "visit",
+                {"url": [url], "goal": f"founder of {org}"},
+            ),
+        },
         {"role": "user", "content": protocol.wrap_tool_response(visit_body)},
         {"role": "assistant", "content": protocol.answer_turn(f"{person} was born in {year}.", year)},
     ]
@@ -75,8 +122,6 @@ def _world_texts(world: Path) -> Iterator[str]:
                 yield "\n".join(str(page.get(k, "")) for k in ("url", "title", "text"))
     shards = sorted((world / "trajectories").glob("*.parquet"))
     if shards:
-        import pyarrow.parquet as pq
-
         for shard in shards:
             for messages in pq.read_table(shard, columns=["messages"]).column("messages").to_pylist():
                 yield from (m["content"] for m in messages or [] if isinstance(m.get("content"), str))

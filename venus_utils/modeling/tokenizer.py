@@ -6,15 +6,17 @@ tokens appended *after* the learned vocabulary (Qwen3 has them at ids 151643-151
 ``<tool_call>``, ``<tool_response>`` and their closers are single tokens that are *not* "special" (as in Qwen3),
 so ``decode(..., skip_special_tokens=True)`` keeps them and the agent loop can parse the text.
 
-Tiny-agent lesson (``../shared/spec/tiny-agent-feasibility.md``): a tiny model copies entity names from tool
-output well only when the names break into frequent, shared sub-word pieces.  A vocabulary trained on the world's
-pages would give every name of that world its own rare token, so the pieces are capped at
-``max_token_length`` characters (default 4): names fall into syllable-sized pieces the model sees everywhere.
+Why the pieces are short: a tiny model copies entity names from tool output well only when the names break into
+frequent, shared sub-word pieces.  A vocabulary trained on the world's pages would give every name of that world
+its own rare token, so the pieces are capped at ``max_token_length`` characters (default 4): names fall into
+syllable-sized pieces the model sees everywhere.
 """
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
+
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
 from .chat_template import QWEN3_THINKING_TEMPLATE
 
@@ -58,12 +60,13 @@ PAD_TOKEN = "<|endoftext|>"
 EOS_TOKEN = "<|im_end|>"
 
 
-def train_tokenizer(texts: Iterable[str], vocab_size: int = 2048, max_token_length: int | None = 4, min_frequency: int = 2):
+def train_tokenizer(
+    texts: Iterable[str], vocab_size: int = 2048, max_token_length: int | None = 4, min_frequency: int = 2
+):
     """Train the byte-level BPE on ``texts`` and return a transformers fast tokenizer with the chat template.
 
     ``vocab_size`` counts the learned pieces plus the 256 bytes; the 26 Qwen3 added tokens come on top.
     """
-    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     if vocab_size < 300:
@@ -88,10 +91,12 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = 2048, max_token_leng
     tok.train_from_iterator(_strip_added(texts), trainer=trainer)
     learned = tok.get_vocab_size()
     if learned < vocab_size:  # BPE stops when no pair is left to merge: say why the vocabulary is smaller
-        print(f"[tokenizer] learned {learned} entries, not the {vocab_size} asked for: the corpus has no more pieces of "
-              f"at most {max_token_length} characters seen at least {min_frequency} times. A larger world "
-              "(world_size, n_worlds) or a larger max_token_length gives more; the model's embedding is sized to "
-              "what was learned")
+        print(
+            f"[tokenizer] learned {learned} entries, not the {vocab_size} asked for: the corpus has no more pieces of "
+            f"at most {max_token_length} characters seen at least {min_frequency} times. A larger world "
+            "(world_size, n_worlds) or a larger max_token_length gives more; the model's embedding is sized to "
+            "what was learned"
+        )
     for text, special in QWEN3_ADDED_TOKENS:  # one at a time: ids follow Qwen3's order; add_tokens keeps special=False
         token = AddedToken(text, special=special, normalized=False, lstrip=False, rstrip=False, single_word=False)
         (tok.add_special_tokens if special else tok.add_tokens)([token])

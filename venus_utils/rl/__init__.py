@@ -1,4 +1,4 @@
-"""IGPO reinforcement learning with DR-Venus's turn-level rewards (notebook 04, spec rl-inference.md §1).
+"""IGPO reinforcement learning with DR-Venus's turn-level rewards (notebook 04; arXiv 2604.19859).
 
 - :mod:`.info_gain`: the per-turn information gain, KV-cache method and naive reference;
 - :mod:`.format_penalty`: the turn format check and where its -1 goes;
@@ -6,20 +6,40 @@
 - :mod:`.advantages`: :func:`compute_turn_advantages` (joint / separate / scaled_separate / raw_ig);
 - :mod:`.loss`: the policy loss (PPO clip, k3 KL, token mean);
 - :mod:`.rollout`: agent-loop rollouts as episodes, held-out accuracy;
-- :mod:`.trainer`: ``IGPOTrainer`` (a TRL ``GRPOTrainer`` subclass), ``grpo_args``, ``project_judge``;
+- :mod:`.igpo_trainer`: :class:`~.igpo_trainer.IGPOTrainer` (a TRL ``GRPOTrainer`` subclass) and ``grpo_args``;
+- :mod:`.trainer`: the trainer's TRL-free parts (``rl_rows``, ``process_advantages``, ``group_signal``,
+  ``save_policy``);
 - :class:`IGPOConfig`: every knob, DR-Venus's values as defaults.
 
-Torch / TRL are imported by the submodules that need them, not here.
+Torch / TRL are imported by the submodules that need them, not here (``IGPOTrainer``: import it from
+:mod:`venus_utils.rl.igpo_trainer`).  The judge the trainer takes: :func:`venus_utils.eval.judge.judge_function`.
 """
 
 from .advantages import compute_turn_advantages
 from .config import IGPOConfig
 from .format_penalty import apply_format_penalties, turn_format_error, turn_format_errors
 from .info_gain import compute_info_gain, turn_info_gains
-from .rewards import Episode, episode_from_messages, episode_rewards, igpo_outcome_reward, igpo_turn_reward, place_rewards
+from .rewards import (
+    Episode,
+    episode_from_messages,
+    episode_rewards,
+    igpo_outcome_reward,
+    igpo_turn_reward,
+    place_rewards,
+)
 
 __all__ = [
-    "Episode", "IGPOConfig", "apply_format_penalties", "compute_info_gain", "compute_turn_advantages",
-    "episode_from_messages", "episode_rewards", "igpo_outcome_reward", "igpo_turn_reward", "place_rewards",
-    "turn_format_error", "turn_format_errors", "turn_info_gains",
+    "Episode",
+    "IGPOConfig",
+    "apply_format_penalties",
+    "compute_info_gain",
+    "compute_turn_advantages",
+    "episode_from_messages",
+    "episode_rewards",
+    "igpo_outcome_reward",
+    "igpo_turn_reward",
+    "place_rewards",
+    "turn_format_error",
+    "turn_format_errors",
+    "turn_info_gains",
 ]

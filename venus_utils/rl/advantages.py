@@ -1,4 +1,4 @@
-"""Turn-level IGPO advantages (DR-Venus ``grpo_info_gain``, spec §1.7).
+"""Turn-level IGPO advantages (DR-Venus ``grpo_info_gain``, ``RL/verl/trainer/ppo/info_gain_advantage.py``).
 
 Input per sample ``i``: a sparse map ``rewards[i]`` from token position to reward.  The outcome sits at the
 last token ``lengths[i] - 1`` (always a reward position, even when 0); every other non-zero entry is an
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from typing import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 
 import numpy as np
 
@@ -60,9 +60,16 @@ def _split(rewards, lengths) -> tuple[list[float], list[list[int]], list[list[fl
     return outcomes, ig_pos, ig_val
 
 
-def compute_turn_advantages(rewards: Sequence[Mapping[int, float]], lengths: Sequence[int],
-                            group_ids: Sequence[Hashable], *, gamma: float = 0.95, mode: str = "scaled_separate",
-                            eps: float = 1e-6, stats: dict | None = None) -> list[list[float]]:
+def compute_turn_advantages(
+    rewards: Sequence[Mapping[int, float]],
+    lengths: Sequence[int],
+    group_ids: Sequence[Hashable],
+    *,
+    gamma: float = 0.95,
+    mode: str = "scaled_separate",
+    eps: float = 1e-6,
+    stats: dict | None = None,
+) -> list[list[float]]:
     """Per-token advantages of each sample (see the module docstring); ``stats`` (if given) gets diagnostics.
 
     A sample of length 0 (padding) gets an empty list and takes no part in the statistics.
@@ -70,8 +77,10 @@ def compute_turn_advantages(rewards: Sequence[Mapping[int, float]], lengths: Seq
     if mode not in NORM_MODES:
         raise ValueError(f"mode must be one of {NORM_MODES}, got {mode!r}")
     if not len(rewards) == len(lengths) == len(group_ids):
-        raise ValueError(f"rewards ({len(rewards)}), lengths ({len(lengths)}) and group_ids ({len(group_ids)}) "
-                         "must have one entry per sample")
+        raise ValueError(
+            f"rewards ({len(rewards)}), lengths ({len(lengths)}) and group_ids ({len(group_ids)}) "
+            "must have one entry per sample"
+        )
     outcomes, ig_pos, ig_val = _split(rewards, lengths)
     live = [i for i, n in enumerate(lengths) if n > 0]
 

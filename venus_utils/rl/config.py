@@ -1,8 +1,8 @@
 """IGPOConfig: every knob of the RL stage, with DR-Venus's values as defaults.
 
-Defaults follow ``RL/train_igpo.sh`` of inclusionAI/DR-Venus and the verl config it overrides (see
-``shared/spec/rl-inference.md`` §5).  The smaller profiles (smoke / cpu / colab) override only the sizes
-(steps, group size, turns, lengths), never the algorithm.
+Defaults follow ``RL/train_igpo.sh`` of inclusionAI/DR-Venus and the verl config it overrides
+(``RL/verl/trainer/config/ppo_trainer.yaml``).  The smaller profiles (smoke / cpu / colab) override only the
+sizes (steps, group size, turns, lengths), never the algorithm.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from ..protocol import check_system_prompt_style
 from ..validation import AT_LEAST_1, FRACTION, NON_NEGATIVE, POSITIVE, Range, check_fields, parameter_values
 
 INFO_GAIN_TYPES = ("log_prob_diff", "prob_diff")
@@ -23,45 +24,89 @@ PSEUDO_ANSWER = "Now there's enough information to answer\n</think>\n<answer>\n{
 
 #: Allowed values of the numeric settings (types come from the annotations), checked before anything loads.
 RANGES = {
-    "ig_chunk_size": AT_LEAST_1, "gamma": FRACTION, "adv_eps": POSITIVE, "clip_ratio_low": NON_NEGATIVE,
-    "clip_ratio_high": NON_NEGATIVE, "dual_clip": Range(1), "kl_coef": NON_NEGATIVE, "learning_rate": POSITIVE,
-    "weight_decay": NON_NEGATIVE, "max_grad_norm": NON_NEGATIVE, "prompts_per_step": AT_LEAST_1,
-    "num_generations": AT_LEAST_1, "micro_batch_size": AT_LEAST_1, "max_steps": AT_LEAST_1, "save_steps": AT_LEAST_1,
+    "ig_chunk_size": AT_LEAST_1,
+    "gamma": FRACTION,
+    "adv_eps": POSITIVE,
+    "clip_ratio_low": NON_NEGATIVE,
+    "clip_ratio_high": NON_NEGATIVE,
+    "dual_clip": Range(1),
+    "kl_coef": NON_NEGATIVE,
+    "learning_rate": POSITIVE,
+    "weight_decay": NON_NEGATIVE,
+    "max_grad_norm": NON_NEGATIVE,
+    "prompts_per_step": AT_LEAST_1,
+    "num_generations": AT_LEAST_1,
+    "micro_batch_size": AT_LEAST_1,
+    "max_steps": AT_LEAST_1,
+    "save_steps": AT_LEAST_1,
     "save_total_limit": AT_LEAST_1,
-    "lora_r": NON_NEGATIVE, "temperature": POSITIVE, "top_p": Range(0, 1, low_open=True), "top_k": Range(1, also=(-1,)),
-    "max_turns": AT_LEAST_1, "max_tokens_per_turn": AT_LEAST_1, "max_context_tokens": AT_LEAST_1,
-    "vllm_tensor_parallel_size": AT_LEAST_1, "vllm_gpu_memory_utilization": Range(0, 1, low_open=True),
+    "lora_r": NON_NEGATIVE,
+    "temperature": POSITIVE,
+    "top_p": Range(0, 1, low_open=True),
+    "top_k": Range(1, also=(-1,)),
+    "max_turns": AT_LEAST_1,
+    "max_tokens_per_turn": AT_LEAST_1,
+    "max_context_tokens": AT_LEAST_1,
+    "vllm_tensor_parallel_size": AT_LEAST_1,
+    "vllm_gpu_memory_utilization": Range(0, 1, low_open=True),
 }
 
 
 @dataclass
 class IGPOConfig:
     # --- which rewards (the IGPO-against-GRPO comparison) ------------------------------------------------------
-    reward_mode: str = field(default="igpo", metadata={"help": "igpo (DR-Venus): information-gain turn rewards, "
-                             "format penalties and the judged outcome | grpo: the judged outcome only (no turn "
-                             "rewards, no format penalties), group-normalised and given to every token."})
-    # --- information gain (spec §1.2-§1.3) ---------------------------------------------------------------
-    info_gain_type: str = field(default="log_prob_diff", metadata={"help": "log_prob_diff (DR-Venus: difference "
-                                "of mean GT log-probs) or prob_diff (IGPO paper: difference of exp(mean log-prob))."})
-    ig_tool_filter: str | None = field(default="visit", metadata={"help": "Score a boundary only after a turn that "
-                                       "called one of these tools (comma separated); None or 'all' scores every turn."})
-    ig_chunk_size: int = field(default=8192, metadata={"help": "Tokens per forward chunk when the KV cache of the "
-                               "trajectory is built (IGPO_PHASE1_CHUNK_SIZE)."})
-    pseudo_answer: str = field(default=PSEUDO_ANSWER, metadata={"help": "Pseudo response appended at each boundary; "
-                               "{gt} is replaced by the first ground-truth alias."})
-    # --- turn format penalty (§1.5) ------------------------------------------------------------------------
-    use_format_penalty: bool = field(default=True, metadata={"help": "Replace a malformed turn's reward by the penalty."})
+    reward_mode: str = field(
+        default="igpo",
+        metadata={
+            "help": "igpo (DR-Venus): information-gain turn rewards, "
+            "format penalties and the judged outcome | grpo: the judged outcome only (no turn "
+            "rewards, no format penalties), group-normalised and given to every token."
+        },
+    )
+    # --- information gain (DR-Venus: RL/verl/utils/reward_score/info_gain.py) ----------------------------------
+    info_gain_type: str = field(
+        default="log_prob_diff",
+        metadata={
+            "help": "log_prob_diff (DR-Venus: difference "
+            "of mean GT log-probs) or prob_diff (IGPO paper: difference of exp(mean log-prob))."
+        },
+    )
+    ig_tool_filter: str | None = field(
+        default="visit",
+        metadata={
+            "help": "Score a boundary only after a turn that "
+            "called one of these tools (comma separated); None or 'all' scores every turn."
+        },
+    )
+    ig_chunk_size: int = field(
+        default=8192,
+        metadata={
+            "help": "Tokens per forward chunk when the KV cache of the trajectory is built (IGPO_PHASE1_CHUNK_SIZE)."
+        },
+    )
+    pseudo_answer: str = field(
+        default=PSEUDO_ANSWER,
+        metadata={
+            "help": "Pseudo response appended at each boundary; {gt} is replaced by the first ground-truth alias."
+        },
+    )
+    # --- turn format penalty (DR-Venus: RL/verl/utils/reward_score/format_checker.py) --------------------------
+    use_format_penalty: bool = field(
+        default=True, metadata={"help": "Replace a malformed turn's reward by the penalty."}
+    )
     format_penalty: float = field(default=-1.0, metadata={"help": "-1.0 x format_penalty_scale (1.0)."})
-    # --- advantages (§1.7) -----------------------------------------------------------------------------------
-    norm_mode: str = field(default="scaled_separate", metadata={"help": "joint | separate | scaled_separate | raw_ig."})
+    # --- advantages (DR-Venus: RL/verl/trainer/ppo/info_gain_advantage.py) -------------------------------------
+    norm_mode: str = field(
+        default="scaled_separate", metadata={"help": "joint | separate | scaled_separate | raw_ig."}
+    )
     gamma: float = field(default=0.95, metadata={"help": "Discount over reward positions, applied backwards."})
     adv_eps: float = field(default=1e-6, metadata={"help": "epsilon in (r - mean) / (std + eps)."})
-    # --- policy loss (§1.8) ----------------------------------------------------------------------------------
+    # --- policy loss -------------------------------------------------------------------------------------------
     clip_ratio_low: float = field(default=0.2, metadata={"help": "PPO clip, lower side."})
     clip_ratio_high: float = field(default=0.2, metadata={"help": "PPO clip, upper side."})
     dual_clip: float = field(default=3.0, metadata={"help": "Dual-clip constant c for negative advantages."})
     kl_coef: float = field(default=0.001, metadata={"help": "k3 (low_var_kl) KL loss coefficient to the reference."})
-    # --- optimisation (§5) -----------------------------------------------------------------------------------
+    # --- optimisation (DR-Venus: RL/train_igpo.sh) -------------------------------------------------------------
     learning_rate: float = field(default=1e-6, metadata={"help": "AdamW, constant, no warm-up."})
     weight_decay: float = field(default=0.01, metadata={"help": "AdamW weight decay."})
     max_grad_norm: float = field(default=1.0, metadata={"help": "Gradient-norm clip."})
@@ -70,31 +115,65 @@ class IGPOConfig:
     micro_batch_size: int = field(default=1, metadata={"help": "Trajectories per forward/backward."})
     max_steps: int = field(default=60, metadata={"help": "RL steps (DR-Venus: one epoch of ~1K prompts / 16)."})
     save_steps: int = field(default=5, metadata={"help": "Checkpoint every this many steps."})
-    save_total_limit: int | None = field(default=2, metadata={"help": "Keep only the newest this many checkpoints "
-                                         "(each holds the optimizer state: tens of GB at 4B); None keeps all."})
-    lora_r: int = field(default=0, metadata={"help": "0 = full fine-tuning (DR-Venus); > 0 trains a LoRA adapter "
-                        "and the reference is the adapter-disabled base."})
-    # --- rollout (§2, §5) ------------------------------------------------------------------------------------
+    save_total_limit: int | None = field(
+        default=2,
+        metadata={
+            "help": "Keep only the newest this many checkpoints "
+            "(each holds the optimizer state: tens of GB at 4B); None keeps all."
+        },
+    )
+    lora_r: int = field(
+        default=0,
+        metadata={
+            "help": "0 = full fine-tuning (DR-Venus); > 0 trains a LoRA adapter "
+            "and the reference is the adapter-disabled base."
+        },
+    )
+    # --- rollout (DR-Venus: RL/scrl/llm_agent/dr_agent_loop.py, RL/train_igpo.sh) ------------------------------
     temperature: float = field(default=1.0, metadata={"help": "Sampling temperature (IG logits use it too)."})
     top_p: float = field(default=0.95, metadata={"help": "Nucleus sampling."})
     top_k: int = field(default=-1, metadata={"help": "-1 = off."})
     max_turns: int = field(default=200, metadata={"help": "Assistant turns per episode (DR-Venus jitters +-4)."})
     max_tokens_per_turn: int = field(default=8192, metadata={"help": "Generation limit per assistant turn."})
     max_context_tokens: int = field(default=261000, metadata={"help": "max_model_len of the rollout engine."})
-    system_prompt_style: str = field(default="dr-venus", metadata={"help": "Rollout system prompt: dr-venus "
-                                     "(exact) | compact (offline profiles; must match the SFT data's)."})
+    system_prompt_style: str = field(
+        default="dr-venus",
+        metadata={
+            "help": "Rollout system prompt: dr-venus (exact) | compact (offline profiles; must match the SFT data's)."
+        },
+    )
     use_vllm: bool = field(default=False, metadata={"help": "Roll out with vLLM when it is installed (GPU)."})
-    vllm_mode: str = field(default="colocate", metadata={"help": "colocate: TRL's vLLM engine inside each training "
-                           "process | server: a separate OpenAI-compatible vLLM server (vllm_server_base_url)."})
-    vllm_server_base_url: str | None = field(default=None, metadata={"help": "server mode: http://host:port of "
-                                             "`trl vllm-serve` (weights synced each step) or `vllm serve`."})
-    vllm_server_sync_weights: bool = field(default=True, metadata={"help": "server mode: push the policy to the "
-                                           "server every step (needs `trl vllm-serve`); False: a plain `vllm serve` "
-                                           "whose weights never change (off-policy rollouts)."})
-    vllm_tensor_parallel_size: int = field(default=1, metadata={"help": "colocate mode: vLLM tensor parallelism "
-                                           "(DR-Venus: TP 4); must divide the number of processes."})
-    vllm_gpu_memory_utilization: float = field(default=0.3, metadata={"help": "colocate mode: GPU memory share "
-                                               "of the vLLM engine (TRL's default; the rest trains)."})
+    vllm_mode: str = field(
+        default="colocate",
+        metadata={
+            "help": "colocate: TRL's vLLM engine inside each training "
+            "process | server: a separate OpenAI-compatible vLLM server (vllm_server_base_url)."
+        },
+    )
+    vllm_server_base_url: str | None = field(
+        default=None,
+        metadata={
+            "help": "server mode: http://host:port of `trl vllm-serve` (weights synced each step) or `vllm serve`."
+        },
+    )
+    vllm_server_sync_weights: bool = field(
+        default=True,
+        metadata={
+            "help": "server mode: push the policy to the "
+            "server every step (needs `trl vllm-serve`); False: a plain `vllm serve` "
+            "whose weights never change (off-policy rollouts)."
+        },
+    )
+    vllm_tensor_parallel_size: int = field(
+        default=1,
+        metadata={
+            "help": "colocate mode: vLLM tensor parallelism (DR-Venus: TP 4); must divide the number of processes."
+        },
+    )
+    vllm_gpu_memory_utilization: float = field(
+        default=0.3,
+        metadata={"help": "colocate mode: GPU memory share of the vLLM engine (TRL's default; the rest trains)."},
+    )
     seed: int = field(default=0, metadata={"help": "Seed for sampling and data order."})
 
     def __post_init__(self) -> None:
@@ -105,7 +184,6 @@ class IGPOConfig:
             raise ValueError(f"reward_mode must be one of {REWARD_MODES}, got {self.reward_mode!r}")
         if self.norm_mode not in NORM_MODES:
             raise ValueError(f"norm_mode must be one of {NORM_MODES}, got {self.norm_mode!r}")
-        from ..protocol import check_system_prompt_style
 
         check_system_prompt_style(self.system_prompt_style)
         if self.vllm_mode not in ("colocate", "server"):
@@ -115,15 +193,17 @@ class IGPOConfig:
         if "{gt}" not in self.pseudo_answer:
             raise ValueError("pseudo_answer must contain the placeholder {gt}")
         if (self.prompts_per_step * self.num_generations) % self.micro_batch_size:
-            raise ValueError(f"micro_batch_size={self.micro_batch_size} must divide prompts_per_step x num_generations "
-                             f"= {self.prompts_per_step * self.num_generations}")
+            raise ValueError(
+                f"micro_batch_size={self.micro_batch_size} must divide prompts_per_step x num_generations "
+                f"= {self.prompts_per_step * self.num_generations}"
+            )
 
     @property
     def trajectories_per_step(self) -> int:
         return self.prompts_per_step * self.num_generations
 
     @classmethod
-    def from_dict(cls, params: dict[str, Any]) -> "IGPOConfig":
+    def from_dict(cls, params: dict[str, Any]) -> IGPOConfig:
         """Build from a parameter mapping (a CLI's parameters, or a notebook's ``globals()``: one call), ignoring keys
         that are not config fields or do not hold parameter values; unknown names are the caller's."""
         return cls(**parameter_values(params, {f.name for f in fields(cls)}))

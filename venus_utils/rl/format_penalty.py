@@ -1,4 +1,4 @@
-"""DR-Venus's turn-level format check and where its penalty goes (spec §1.5).
+"""DR-Venus's turn-level format check (its ``format_checker.py``) and where its penalty goes.
 
 Every assistant turn must be ``<think>...</think>`` followed by exactly one well-formed ``<tool_call>`` (a
 non-final turn) or exactly one non-empty ``<answer>`` (the final turn), with nothing but whitespace around
@@ -9,13 +9,21 @@ even for a turn the tool filter skipped); a failing final turn has its *outcome*
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 from ..protocol import load_tool_json as _load_tool_json  # the one tool-call JSON loader (json, then json5)
 
-_TAGS = {name: re.compile(re.escape(tag)) for name, tag in {
-    "think_open": "<think>", "think_close": "</think>", "tc_open": "<tool_call>", "tc_close": "</tool_call>",
-    "ans_open": "<answer>", "ans_close": "</answer>"}.items()}
+_TAGS = {
+    name: re.compile(re.escape(tag))
+    for name, tag in {
+        "think_open": "<think>",
+        "think_close": "</think>",
+        "tc_open": "<tool_call>",
+        "tc_close": "</tool_call>",
+        "ans_open": "<answer>",
+        "ans_close": "</answer>",
+    }.items()
+}
 
 
 def turn_format_error(content: str, final: bool) -> str | None:
@@ -74,9 +82,11 @@ def turn_format_errors(turns: Sequence[str]) -> list[str | None]:
     return [turn_format_error(t, final=(i == len(turns) - 1)) for i, t in enumerate(turns)]
 
 
-def apply_format_penalties(turn_rewards: Sequence[float | None], outcome: float, errors: Sequence[str | None],
-                           penalty: float = -1.0) -> tuple[list[float | None], float]:
-    """Replace the reward of each malformed turn by ``penalty``.
+def apply_format_penalties(
+    turn_rewards: Sequence[float | None], outcome: float, errors: Sequence[str | None], penalty: float = -1.0
+) -> tuple[list[float | None], float]:
+    """Replace the reward of each malformed turn by ``penalty``: DR-Venus's format penalty, implemented here only
+    (:func:`~.rewards.igpo_turn_reward` and :func:`~.rewards.igpo_outcome_reward` apply it).
 
     ``turn_rewards`` has one entry per non-final turn (``len(errors) - 1``); ``errors[-1]`` is the final
     turn's, whose penalty replaces ``outcome``.

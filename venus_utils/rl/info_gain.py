@@ -5,20 +5,23 @@ the fixed pseudo answer ``Now there's enough information to answer\\n</think>\\n
 and read the policy's mean log-probability of the ground-truth tokens only (the "GT span": pseudo tokens whose
 character span overlaps the GT).  ``v_0`` (system + question) is the baseline; the turn that led to boundary
 ``s`` earns ``IG = v_s - v_prev`` (``log_prob_diff``, DR-Venus) or ``exp(v_s) - exp(v_prev)`` (``prob_diff``,
-the IGPO paper), ``v_prev`` being the last *kept* boundary (spec §1.2).
+the IGPO paper), ``v_prev`` being the last *kept* boundary (DR-Venus's ``ig_tool_filter``: with ``visit``, only
+boundaries after a visit turn are scored).
 
 Two ways to compute the values, equal up to float error (tested):
 
 - :func:`boundary_values_naive`: one forward per boundary over ``context + pseudo``;
 - :func:`boundary_values_kv`: one forward over the trajectory that fills a KV cache, then per boundary
-  (last first) crop the cache back to ``b - 1`` tokens and feed ``[token b-1] + pseudo`` (spec §1.3).
+  (last first) crop the cache back to ``b - 1`` tokens and feed ``[token b-1] + pseudo`` (DR-Venus's
+  ``compute_ig_with_kv_cache``).
 """
 
 from __future__ import annotations
 
+import inspect
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from ..protocol import split_aliases
 from .config import PSEUDO_ANSWER
@@ -74,8 +77,9 @@ def _gt_mean_logprob(logits, targets: Sequence[int], gt_index: Sequence[int], te
     return logp.gather(1, tok[:, None]).mean().item()
 
 
-def boundary_values_naive(model, input_ids: Sequence[int], boundaries: Sequence[int], pseudo: PseudoAnswer,
-                          *, temperature: float = 1.0) -> list[float]:
+def boundary_values_naive(
+    model, input_ids: Sequence[int], boundaries: Sequence[int], pseudo: PseudoAnswer, *, temperature: float = 1.0
+) -> list[float]:
     """Reference implementation: one full forward over ``input_ids[:b] + pseudo`` per boundary ``b``."""
     import torch
 
@@ -105,15 +109,20 @@ def _crop(cache, length: int) -> None:
 
 def _cache_kw(model) -> str:
     """The forward's name for the KV cache: ``cache`` (transformers >= 5.20) or ``past_key_values``."""
-    import inspect
-
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     return "cache" if "cache" in inspect.signature(type(base).forward).parameters else "past_key_values"
 
 
-def boundary_values_kv(model, input_ids: Sequence[int], boundaries: Sequence[int], pseudo: PseudoAnswer,
-                       *, temperature: float = 1.0, chunk_size: int = 8192) -> list[float]:
-    """KV-cache implementation (spec §1.3): one chunked forward, then one short forward per boundary."""
+def boundary_values_kv(
+    model,
+    input_ids: Sequence[int],
+    boundaries: Sequence[int],
+    pseudo: PseudoAnswer,
+    *,
+    temperature: float = 1.0,
+    chunk_size: int = 8192,
+) -> list[float]:
+    """KV-cache implementation: one chunked forward, then one short forward per boundary."""
     import torch
     from transformers import DynamicCache
 
@@ -193,10 +202,21 @@ class InfoGainResult:
     kept: list[int] = field(default_factory=list)
 
 
-def compute_info_gain(model, tokenizer, input_ids: Sequence[int], boundaries: Sequence[int],
-                      tool_names: Sequence[str | None], ground_truth, *, info_gain_type: str = "log_prob_diff",
-                      tool_filter: str | None = "visit", template: str = PSEUDO_ANSWER, temperature: float = 1.0,
-                      chunk_size: int = 8192, method: str = "kv") -> InfoGainResult:
+def compute_info_gain(
+    model,
+    tokenizer,
+    input_ids: Sequence[int],
+    boundaries: Sequence[int],
+    tool_names: Sequence[str | None],
+    ground_truth,
+    *,
+    info_gain_type: str = "log_prob_diff",
+    tool_filter: str | None = "visit",
+    template: str = PSEUDO_ANSWER,
+    temperature: float = 1.0,
+    chunk_size: int = 8192,
+    method: str = "kv",
+) -> InfoGainResult:
     """Per-turn IG of one trajectory.
 
     ``input_ids`` are the exact tokens of the whole episode (prompt + completion); ``boundaries[s]`` is the
@@ -215,7 +235,9 @@ def compute_info_gain(model, tokenizer, input_ids: Sequence[int], boundaries: Se
     model.eval()
     try:
         if method == "kv":
-            scored = boundary_values_kv(model, input_ids, points, pseudo, temperature=temperature, chunk_size=chunk_size)
+            scored = boundary_values_kv(
+                model, input_ids, points, pseudo, temperature=temperature, chunk_size=chunk_size
+            )
         elif method == "naive":
             scored = boundary_values_naive(model, input_ids, points, pseudo, temperature=temperature)
         else:

@@ -1,4 +1,4 @@
-"""The IGPO policy loss: per-token advantages, PPO clipping, k3 KL to the reference, token-mean (spec §1.8).
+"""The IGPO policy loss: per-token advantages, PPO clipping, k3 KL to the reference, token-mean.
 
 DR-Venus makes one update per batch, so the ratio is 1 and clipping never binds; the loss is then
 ``-A * log pi`` plus the KL term.  The clipped form is kept so that ``num_iterations > 1`` stays correct.
@@ -17,10 +17,19 @@ def k3_kl(logps: torch.Tensor, ref_logps: torch.Tensor) -> torch.Tensor:
     return torch.clamp(torch.exp(log_ratio) - log_ratio - 1.0, -10.0, 10.0)
 
 
-def policy_loss(logps: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor, *,
-                old_logps: torch.Tensor | None = None, ref_logps: torch.Tensor | None = None,
-                clip_low: float = 0.2, clip_high: float = 0.2, dual_clip: float = 3.0, kl_coef: float = 0.001,
-                normalizer: float | torch.Tensor | None = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+def policy_loss(
+    logps: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    old_logps: torch.Tensor | None = None,
+    ref_logps: torch.Tensor | None = None,
+    clip_low: float = 0.2,
+    clip_high: float = 0.2,
+    dual_clip: float = 3.0,
+    kl_coef: float = 0.001,
+    normalizer: float | torch.Tensor | None = None,
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Loss over (B, T) tensors; ``mask`` is 1 on assistant (sampled) tokens only.
 
     Returns ``(loss, stats)``; ``stats`` holds sums over masked tokens (``pg``, ``kl``, ``clipped``, ``tokens``)
@@ -52,8 +61,15 @@ def policy_loss(logps: torch.Tensor, advantages: torch.Tensor, mask: torch.Tenso
     return loss, stats
 
 
-def token_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, logits_to_keep: int, *,
-                   temperature: float = 1.0, entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+def token_logprobs(
+    model,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    logits_to_keep: int,
+    *,
+    temperature: float = 1.0,
+    entropy: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probs (and optionally entropies) of the last ``logits_to_keep`` tokens of each row, shape (B, K)."""
     out = model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=logits_to_keep + 1)
     logits = out.logits[:, :-1, :].float() / temperature  # logits[:, k] predicts token (L - K + k)

@@ -2,7 +2,7 @@
 
 An :class:`Episode` is one rollout as the trainer sees it: the exact token ids the policy saw and sampled,
 the assistant-token mask, the turn boundaries, the assistant turn texts and tool names.  After the rollout
-the trainer fills in ``info_gain`` (§1.2), ``format_errors`` (§1.5) and ``judge_score`` (§4), then calls two
+the trainer fills in ``info_gain``, ``format_errors`` and ``judge_score`` (the judge's verdict), then calls two
 plain functions, which a notebook may replace:
 
 - ``turn_reward(ep) -> list[float | None]``: one entry per non-final turn (None = no reward position);
@@ -10,22 +10,30 @@ plain functions, which a notebook may replace:
 - ``outcome_reward(ep) -> float``: DR-Venus: the judge's 0/1, replaced by -1 when the final turn is
   malformed (:func:`igpo_outcome_reward`).
 
+Both apply the format penalty with :func:`~.format_penalty.apply_format_penalties`, the one implementation of that
+rule; notebook 04's reward cells call them and build on them.  :func:`with_search_cost` is the notebook's optional
+extra turn reward (a cost per search call), which the command line applies the same way (:func:`reward_functions`).
+
 ``IGPOConfig.reward_mode='grpo'`` swaps both for the outcome-only baseline (:func:`reward_functions`): no turn
 reward anywhere (:func:`no_turn_reward`) and the judge's score as the outcome, format penalties off
 (:func:`judged_outcome_reward`).  The advantages are then the same code's outcome z-scores, which with no other
 reward position cover every token of the trajectory: plain GRPO.
 
 :func:`place_rewards` puts turn ``j``'s reward on the ``<|im_end|>`` that closes its tool response (the last
-one before turn ``j + 1`` starts) and the outcome on the last completion token (spec §1.4).
+one before turn ``j + 1`` starts) and the outcome on the last completion token, as DR-Venus's
+``info_gain_advantage.py`` does.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Hashable, Sequence
+from typing import Any
 
+from ..protocol import extract_answer, parse_tool_call
 from .advantages import ZERO_REWARD
+from .format_penalty import apply_format_penalties
 
 
 @dataclass
@@ -50,11 +58,15 @@ class Episode:
 
     def __post_init__(self) -> None:
         if len(self.assistant_mask) != len(self.completion_ids):
-            raise ValueError(f"assistant_mask has {len(self.assistant_mask)} entries for {len(self.completion_ids)} "
-                             "completion tokens")
+            raise ValueError(
+                f"assistant_mask has {len(self.assistant_mask)} entries for {len(self.completion_ids)} "
+                "completion tokens"
+            )
         if len(self.turns) != len(self.boundaries) or len(self.tool_names) != len(self.turns):
-            raise ValueError(f"{len(self.turns)} turns, {len(self.boundaries)} boundaries and {len(self.tool_names)} "
-                             "tool names: need one of each per assistant turn")
+            raise ValueError(
+                f"{len(self.turns)} turns, {len(self.boundaries)} boundaries and {len(self.tool_names)} "
+                "tool names: need one of each per assistant turn"
+            )
         if self.boundaries and self.boundaries[0] != len(self.prompt_ids):
             raise ValueError(f"boundaries[0]={self.boundaries[0]} must be the prompt length {len(self.prompt_ids)}")
 
@@ -67,19 +79,39 @@ class Episode:
         return len(self.turns)
 
 
+def _igpo_rewards(ep: Episode, penalty: float, use_format_penalty: bool) -> tuple[list[float | None], float]:
+    """DR-Venus's turn rewards (the IG; None where it was not scored) and outcome (the judge's score), with the
+    format penalty applied when ``use_format_penalty`` (the episode's ``format_errors`` must be filled in)."""
+    gains = list(ep.info_gain) if ep.info_gain else [None] * max(0, ep.num_turns - 1)
+    outcome = float(ep.judge_score)
+    if not use_format_penalty:
+        return gains, outcome
+    if len(ep.format_errors) != ep.num_turns:
+        raise ValueError(
+            f"the episode has {ep.num_turns} turns but {len(ep.format_errors)} format errors: check its "
+            "turns first (ep.format_errors = turn_format_errors(ep.turns); the trainer does)"
+        )
+    return apply_format_penalties(gains, outcome, ep.format_errors, penalty)
+
+
 def igpo_turn_reward(ep: Episode, penalty: float = -1.0, use_format_penalty: bool = True) -> list[float | None]:
     """DR-Venus: each non-final turn earns its IG; a malformed one earns ``penalty`` instead."""
-    gains = list(ep.info_gain) if ep.info_gain else [None] * max(0, ep.num_turns - 1)
-    if not use_format_penalty:
-        return gains
-    return [penalty if err else g for g, err in zip(gains, ep.format_errors[:-1])]
+    return _igpo_rewards(ep, penalty, use_format_penalty)[0]
 
 
 def igpo_outcome_reward(ep: Episode, penalty: float = -1.0, use_format_penalty: bool = True) -> float:
     """DR-Venus: the judge's score; ``penalty`` when the final (answer) turn is malformed."""
-    if use_format_penalty and ep.format_errors and ep.format_errors[-1]:
-        return penalty
-    return float(ep.judge_score)
+    return _igpo_rewards(ep, penalty, use_format_penalty)[1]
+
+
+def with_search_cost(
+    turn_rewards: Sequence[float | None], tool_names: Sequence[str | None], search_cost: float
+) -> list[float | None]:
+    """``turn_rewards`` with ``search_cost`` subtracted from every turn that called ``search`` (such a turn without a
+    reward, None, then gets ``-search_cost``); unchanged when ``search_cost`` is 0 (DR-Venus)."""
+    if not search_cost:
+        return list(turn_rewards)
+    return [(r or 0.0) - search_cost if tool == "search" else r for r, tool in zip(turn_rewards, tool_names)]
 
 
 def no_turn_reward(ep: Episode) -> list[None]:
@@ -92,15 +124,31 @@ def judged_outcome_reward(ep: Episode) -> float:
     return float(ep.judge_score)
 
 
-def reward_functions(cfg) -> tuple[Callable[[Episode], list], Callable[[Episode], float]]:
+def check_search_cost(cfg, search_cost: float) -> None:
+    """A search cost is a turn reward: ValueError when one is set with ``cfg.reward_mode='grpo'``, which has none."""
+    if cfg.reward_mode == "grpo" and search_cost:
+        raise ValueError(
+            f"search_cost={search_cost} is a turn reward, and reward_mode=grpo has none: set "
+            "search_cost=0 for the GRPO arm"
+        )
+
+
+def reward_functions(cfg, search_cost: float = 0.0) -> tuple[Callable[[Episode], list], Callable[[Episode], float]]:
     """``(turn_reward, outcome_reward)`` of ``cfg.reward_mode`` (an :class:`~.config.IGPOConfig`): DR-Venus's
-    (``igpo``, with ``cfg``'s format penalty) or the outcome-only baseline (``grpo``)."""
+    (``igpo``, with ``cfg``'s format penalty, and :func:`with_search_cost` when ``search_cost`` is set) or the
+    outcome-only baseline (``grpo``; a search cost is refused, :func:`check_search_cost`)."""
+    check_search_cost(cfg, search_cost)
     if cfg.reward_mode == "grpo":
         return no_turn_reward, judged_outcome_reward
     if cfg.reward_mode != "igpo":
         raise ValueError(f"reward_mode must be igpo or grpo, got {cfg.reward_mode!r}")
-    return (lambda ep: igpo_turn_reward(ep, cfg.format_penalty, cfg.use_format_penalty),
-            lambda ep: igpo_outcome_reward(ep, cfg.format_penalty, cfg.use_format_penalty))
+
+    def turn_reward(ep: Episode) -> list[float | None]:
+        return with_search_cost(
+            igpo_turn_reward(ep, cfg.format_penalty, cfg.use_format_penalty), ep.tool_names, search_cost
+        )
+
+    return turn_reward, lambda ep: igpo_outcome_reward(ep, cfg.format_penalty, cfg.use_format_penalty)
 
 
 def turn_reward_positions(ep: Episode, im_end_id: int | None) -> list[int]:
@@ -119,8 +167,9 @@ def turn_reward_positions(ep: Episode, im_end_id: int | None) -> list[int]:
     return positions
 
 
-def place_rewards(length: int, turn_rewards: Sequence[float | None], positions: Sequence[int],
-                  outcome: float) -> dict[int, float]:
+def place_rewards(
+    length: int, turn_rewards: Sequence[float | None], positions: Sequence[int], outcome: float
+) -> dict[int, float]:
     """Sparse token-level rewards of one sample: turn rewards on ``positions`` and the outcome at ``length - 1``.
 
     None leaves the position empty; an exact 0.0 is stored as 1e-10 so that it still counts.
@@ -144,27 +193,29 @@ def place_rewards(length: int, turn_rewards: Sequence[float | None], positions: 
     return rewards
 
 
-def episode_rewards(ep: Episode, turn_rewards: Sequence[float | None], outcome: float,
-                    im_end_id: int | None) -> dict[int, float]:
+def episode_rewards(
+    ep: Episode, turn_rewards: Sequence[float | None], outcome: float, im_end_id: int | None
+) -> dict[int, float]:
     """Place an episode's turn rewards and outcome on its completion tokens."""
     expected = max(0, ep.num_turns - 1)
     if len(turn_rewards) != expected:
-        raise ValueError(f"turn_reward returned {len(turn_rewards)} entries; the episode has {ep.num_turns} turns, "
-                         f"so it needs {expected} (one per non-final turn)")
+        raise ValueError(
+            f"turn_reward returned {len(turn_rewards)} entries; the episode has {ep.num_turns} turns, "
+            f"so it needs {expected} (one per non-final turn)"
+        )
     return place_rewards(len(ep.completion_ids), turn_rewards, turn_reward_positions(ep, im_end_id), outcome)
 
 
-def episode_from_messages(tokenizer, messages: Sequence[dict], ground_truth: str = "", *,
-                          group: Hashable = None) -> Episode:
+def episode_from_messages(
+    tokenizer, messages: Sequence[dict], ground_truth: str = "", *, group: Hashable = None
+) -> Episode:
     """Re-render a finished message list with the chat template into an :class:`Episode`.
 
     For worked examples and for conversations that come without token ids (e.g. DR-Venus's shared rollouts).
-    Training uses the agent loop's exact sampled ids instead (spec §7: re-rendering can differ from what the
+    Training uses the agent loop's exact sampled ids instead (re-rendering can differ from what the
     policy saw).  Each turn boundary is the token count of the rendered context with the generation prompt;
     raises when that context is not a token-aligned prefix of the whole rendering.
     """
-    from ..protocol import extract_answer, parse_tool_call
-
     messages = [dict(m) for m in messages]
     full = tokenizer.apply_chat_template(messages, tokenize=False)
     enc = tokenizer(full, add_special_tokens=False, return_offsets_mapping=True)
@@ -176,8 +227,10 @@ def episode_from_messages(tokenizer, messages: Sequence[dict], ground_truth: str
             continue
         context = tokenizer.apply_chat_template(messages[:k], tokenize=False, add_generation_prompt=True)
         if not full.startswith(context) or len(context) not in ends:
-            raise ValueError(f"message {k}: the rendered context is not a token-aligned prefix of the conversation "
-                             "(the chat template rewrites earlier turns)")
+            raise ValueError(
+                f"message {k}: the rendered context is not a token-aligned prefix of the conversation "
+                "(the chat template rewrites earlier turns)"
+            )
         stop = full.find("<|im_end|>", len(context))
         stop = len(full) if stop == -1 else stop + len("<|im_end|>")
         boundaries.append(ends[len(context)])
@@ -189,7 +242,15 @@ def episode_from_messages(tokenizer, messages: Sequence[dict], ground_truth: str
         raise ValueError("the conversation has no assistant turn")
     p0 = boundaries[0]
     mask = [int(any(a <= s < b for a, b in spans)) for s, _ in offsets[p0:]]
-    return Episode(question=next((m["content"] for m in messages if m["role"] == "user"), ""),
-                   ground_truth=ground_truth, prompt_ids=ids[:p0], completion_ids=ids[p0:], assistant_mask=mask,
-                   boundaries=boundaries, turns=turns, tool_names=names, prediction=extract_answer(turns[-1]),
-                   group=group)
+    return Episode(
+        question=next((m["content"] for m in messages if m["role"] == "user"), ""),
+        ground_truth=ground_truth,
+        prompt_ids=ids[:p0],
+        completion_ids=ids[p0:],
+        assistant_mask=mask,
+        boundaries=boundaries,
+        turns=turns,
+        tool_names=names,
+        prediction=extract_answer(turns[-1]),
+        group=group,
+    )

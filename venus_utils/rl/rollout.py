@@ -1,7 +1,9 @@
 """Rollouts for IGPO: the project's agent loop (``venus_utils.agent``) turned into :class:`Episode` records.
 
-The agent loop keeps the exact token ids the policy saw and sampled (spec §7: no re-rendering), the
-assistant mask and the turn boundaries, so an episode is a direct copy of its :class:`~venus_utils.agent.Rollout`.
+The agent loop keeps the exact token ids the policy saw and sampled, the assistant mask and the turn boundaries,
+so an episode is a direct copy of its :class:`~venus_utils.agent.Rollout`.  (DR-Venus re-renders the messages with
+the chat template for training; the Qwen3 template then drops the reasoning of turns before a plain user message,
+such as a forced-answer prompt, so the trained tokens would differ from the sampled ones.)
 Generation runs on the training weights: transformers ``generate`` on CPU, TRL's colocated vLLM engine
 (``IGPOConfig.use_vllm`` on a GPU; its weights are synced by the trainer before each rollout), or a separate vLLM
 server through its OpenAI API (``vllm_mode='server'``: ``trl vllm-serve``, weights pushed every step, or a plain
@@ -10,20 +12,29 @@ server through its OpenAI API (``vllm_mode='server'``: ``trl vllm-serve``, weigh
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
+import httpx
+
+from ..agent import AgentConfig, OpenAIBackend, TransformersBackend, run_many
+from ..agent.batch import run_coroutine
 from .config import IGPOConfig
 from .rewards import Episode
 
 
 def agent_config(cfg: IGPOConfig, **overrides):
     """DR-Venus's RL rollout settings (``AgentConfig.rl``) with this run's sizes."""
-    from ..agent import AgentConfig
-
-    values = dict(max_turns=cfg.max_turns, max_new_tokens=cfg.max_tokens_per_turn, temperature=cfg.temperature,
-                  top_p=cfg.top_p, top_k=cfg.top_k if cfg.top_k and cfg.top_k > 0 else None,
-                  context_limit=cfg.max_context_tokens - cfg.max_tokens_per_turn, system_prompt_style=cfg.system_prompt_style)
+    values = dict(
+        max_turns=cfg.max_turns,
+        max_new_tokens=cfg.max_tokens_per_turn,
+        temperature=cfg.temperature,
+        top_p=cfg.top_p,
+        top_k=cfg.top_k if cfg.top_k and cfg.top_k > 0 else None,
+        context_limit=cfg.max_context_tokens - cfg.max_tokens_per_turn,
+        system_prompt_style=cfg.system_prompt_style,
+    )
     values.update(overrides)
     return AgentConfig.rl(**values)
 
@@ -35,28 +46,42 @@ def episode_from_rollout(r, ground_truth: str, group: Any = None) -> Episode:
     n = r.turns  # a turn whose generation failed records a boundary but no assistant message
     turns = [m["content"] for m in r.messages if m["role"] == "assistant"]
     if len(turns) != n or len(r.boundaries) < n:
-        raise ValueError(f"rollout of {r.question[:60]!r}: {n} turns, {len(turns)} assistant messages and "
-                         f"{len(r.boundaries)} boundaries do not agree")
-    return Episode(question=r.question, ground_truth=str(ground_truth), prompt_ids=list(r.prompt_ids),
-                   completion_ids=list(r.completion_ids), assistant_mask=list(r.completion_mask),
-                   boundaries=[b["context_len"] for b in r.boundaries[:n]],
-                   tool_names=[b.get("tool") for b in r.boundaries[:n]], turns=turns, prediction=r.prediction,
-                   group=group, termination=r.termination,
-                   extra={"parse_error_count": r.parse_error_count, "tool_call_count": r.tool_call_count})
+        raise ValueError(
+            f"rollout of {r.question[:60]!r}: {n} turns, {len(turns)} assistant messages and "
+            f"{len(r.boundaries)} boundaries do not agree"
+        )
+    return Episode(
+        question=r.question,
+        ground_truth=str(ground_truth),
+        prompt_ids=list(r.prompt_ids),
+        completion_ids=list(r.completion_ids),
+        assistant_mask=list(r.completion_mask),
+        boundaries=[b["context_len"] for b in r.boundaries[:n]],
+        tool_names=[b.get("tool") for b in r.boundaries[:n]],
+        turns=turns,
+        prediction=r.prediction,
+        group=group,
+        termination=r.termination,
+        extra={"parse_error_count": r.parse_error_count, "tool_call_count": r.tool_call_count},
+    )
 
 
 def _vllm_backend(llm, model, tokenizer, max_batch: int):
     """A TransformersBackend whose ``generate_ids`` runs on a vLLM engine (imported lazily, GPU only)."""
-    from ..agent import TransformersBackend
 
     class VLLMBackend(TransformersBackend):
         def generate_ids(self, prompts, sampling):
             from vllm import SamplingParams
 
             stop_ids = sorted(self.chat.eos_ids)
-            params = SamplingParams(max_tokens=sampling.max_new_tokens, temperature=sampling.temperature,
-                                    top_p=sampling.top_p, top_k=sampling.top_k or -1, stop_token_ids=stop_ids,
-                                    skip_special_tokens=False)
+            params = SamplingParams(
+                max_tokens=sampling.max_new_tokens,
+                temperature=sampling.temperature,
+                top_p=sampling.top_p,
+                top_k=sampling.top_k or -1,
+                stop_token_ids=stop_ids,
+                skip_special_tokens=False,
+            )
             outs = llm.generate([{"prompt_token_ids": p} for p in prompts], params, use_tqdm=False)
             result = []
             for out in outs:
@@ -86,10 +111,8 @@ class VLLMServer:
         return url if url.endswith("/v1") else url + "/v1"
 
     @classmethod
-    def connect(cls, base_url: str) -> "VLLMServer":
+    def connect(cls, base_url: str) -> VLLMServer:
         """The server at ``base_url`` with the model name it serves (``GET /v1/models``; "model" if it has none)."""
-        import httpx
-
         server = cls(base_url)
         try:
             data = httpx.get(server.api_url + "/models", timeout=30).json()["data"]
@@ -98,8 +121,6 @@ class VLLMServer:
             return server
 
     def backend(self, tokenizer):
-        from ..agent import OpenAIBackend
-
         return OpenAIBackend(self.api_url, model=self.model, tokenizer=tokenizer, mode="completions")
 
 
@@ -110,8 +131,6 @@ def make_agent_rollout(tools, agent_cfg=None):
     are generated by vLLM; with a :class:`VLLMServer` by that server's OpenAI API (server mode); otherwise by
     transformers ``generate`` on ``model``.
     """
-    from ..agent import TransformersBackend, run_many
-    from ..agent.runner import run_coroutine
 
     def rollout(model, tokenizer, rows: Sequence[dict], cfg: IGPOConfig, llm=None) -> list[Episode]:
         acfg = agent_cfg or agent_config(cfg)
@@ -127,8 +146,9 @@ def make_agent_rollout(tools, agent_cfg=None):
     return rollout
 
 
-def evaluate_accuracy(model, tokenizer, rows: Sequence[dict], tools, judge, cfg: IGPOConfig, *, samples: int = 1,
-                      agent_cfg=None) -> dict:
+def evaluate_accuracy(
+    model, tokenizer, rows: Sequence[dict], tools, judge, cfg: IGPOConfig, *, samples: int = 1, agent_cfg=None
+) -> dict:
     """Judged accuracy of ``model`` on ``rows`` (held-out questions), ``samples`` rollouts each."""
     rollout = make_agent_rollout(tools, agent_cfg)
     was_training = model.training
@@ -140,19 +160,41 @@ def evaluate_accuracy(model, tokenizer, rows: Sequence[dict], tools, judge, cfg:
             episodes = rollout(model, tokenizer, [r for r in rows for _ in range(samples)], cfg)
     finally:
         model.train(was_training)
-    scores = judge([e.question for e in episodes], [e.prediction or "" for e in episodes],
-                   [e.ground_truth for e in episodes])
+    scores = judge(
+        [e.question for e in episodes], [e.prediction or "" for e in episodes], [e.ground_truth for e in episodes]
+    )
     correct = [1.0 if float(s) >= 1.0 else 0.0 for s in scores]
-    return {"accuracy": sum(correct) / max(len(correct), 1), "n": len(correct),
-            "turns": sum(e.num_turns for e in episodes) / max(len(episodes), 1),
-            "answered": sum(e.prediction is not None for e in episodes) / max(len(episodes), 1),
-            "predictions": [{"question": e.question, "ground_truth": e.ground_truth, "prediction": e.prediction,
-                             "correct": c, "turns": e.num_turns, "termination": e.termination}
-                            for e, c in zip(episodes, correct)]}
+    return {
+        "accuracy": sum(correct) / max(len(correct), 1),
+        "n": len(correct),
+        "turns": sum(e.num_turns for e in episodes) / max(len(episodes), 1),
+        "answered": sum(e.prediction is not None for e in episodes) / max(len(episodes), 1),
+        "predictions": [
+            {
+                "question": e.question,
+                "ground_truth": e.ground_truth,
+                "prediction": e.prediction,
+                "correct": c,
+                "turns": e.num_turns,
+                "termination": e.termination,
+            }
+            for e, c in zip(episodes, correct)
+        ],
+    }
 
 
-def unsolved_questions(model, tokenizer, rows: Sequence[dict], tools, judge, cfg: IGPOConfig, *, samples: int = 2,
-                       agent_cfg=None, processes: int = 1) -> tuple[list[dict], dict]:
+def unsolved_questions(
+    model,
+    tokenizer,
+    rows: Sequence[dict],
+    tools,
+    judge,
+    cfg: IGPOConfig,
+    *,
+    samples: int = 2,
+    agent_cfg=None,
+    processes: int = 1,
+) -> tuple[list[dict], dict]:
     """The rows the policy does not already solve in every one of ``samples`` rollouts, and the counts.
 
     A group whose rollouts are all right carries no outcome signal (its outcome advantages are all zero), so RL
@@ -162,19 +204,26 @@ def unsolved_questions(model, tokenizer, rows: Sequence[dict], tools, judge, cfg
     a pool the policy always solves is an error.
     """
     if processes > 1:
-        raise ValueError("filter_samples runs in one process: run notebook 04 or the command without accelerate "
-                         "launch, or set filter_samples to 0 for a multi-process run")
+        raise ValueError(
+            "filter_samples runs in one process: run notebook 04 or the command without accelerate "
+            "launch, or set filter_samples to 0 for a multi-process run"
+        )
     result = evaluate_accuracy(model, tokenizer, rows, tools, judge, cfg, samples=samples, agent_cfg=agent_cfg)
     right: dict[str, list[float]] = {}
     for p in result["predictions"]:
         right.setdefault(p["question"], []).append(p["correct"])
     rate = {q: sum(v) / len(v) for q, v in right.items()}
     kept = [r for r in rows if rate.get(r["question"], 0.0) < 1.0]
-    counts = {"candidates": len(rows), "always_solved": sum(1 for v in rate.values() if v == 1.0),
-              "sometimes_solved": sum(1 for v in rate.values() if 0.0 < v < 1.0),
-              "never_solved": sum(1 for v in rate.values() if v == 0.0), "kept": len(kept)}
+    counts = {
+        "candidates": len(rows),
+        "always_solved": sum(1 for v in rate.values() if v == 1.0),
+        "sometimes_solved": sum(1 for v in rate.values() if 0.0 < v < 1.0),
+        "never_solved": sum(1 for v in rate.values() if v == 0.0),
+        "kept": len(kept),
+    }
     if not kept:
-        raise ValueError(f"the SFT policy solves all {counts['candidates']} RL questions every time: raise "
-                         "train_questions or set filter_samples to 0")
+        raise ValueError(
+            f"the SFT policy solves all {counts['candidates']} RL questions every time: raise "
+            "train_questions or set filter_samples to 0"
+        )
     return kept, counts
-

@@ -1,90 +1,26 @@
-"""IGPOTrainer: TRL's GRPOTrainer with DR-Venus's turn-level rewards and per-token advantages.
+"""The IGPO trainer's parts that need no TRL: training rows, advantages over processes, group signal, saving.
 
-TRL provides the loop (repeat sampler over groups of ``n``, generation buffering, optimizer, checkpoints,
-logging).  Two methods are replaced:
+:class:`~venus_utils.rl.igpo_trainer.IGPOTrainer` (which imports TRL) uses them, and so do the stage's question
+loading and model saving (:mod:`venus_utils.rl.questions`, :mod:`venus_utils.rl.stage`), without importing TRL:
 
-- ``_generate_and_score_completions``: roll out each question with the agent loop (exact sampled ids),
-  compute the information gain with the same weights (§1.2), the format check (§1.5), the judge's verdict
-  (§4), call the turn / outcome reward functions, place the rewards on tokens (§1.4), and turn them into
-  per-token advantages of shape (B, T) over the *whole* batch, all processes gathered (§1.7);
-- ``_compute_loss``: :func:`venus_utils.rl.loss.policy_loss` (PPO clip, k3 KL to the reference, token mean
-  over the batch) on assistant tokens only (§1.8).
-
-Per-step metrics go to ``metrics.jsonl`` and per-episode records (IG by turn...) to ``episodes.jsonl`` in
-the output folder.  ``IGPOConfig.reward_mode='grpo'`` trains the outcome-only baseline with the same loop: only the
-reward functions change (:func:`venus_utils.rl.rewards.reward_functions`).
+- :func:`rl_rows`: training rows from a QA table;
+- :func:`process_advantages`: one process's advantages, computed over the batch gathered from all processes;
+- :func:`group_signal`: which groups of a batch can move the policy at all;
+- :func:`save_policy` / :func:`model_card`: the trained policy as a plain transformers folder, with its card.
 """
 
 from __future__ import annotations
 
 import copy
 from collections import defaultdict
+from collections.abc import Hashable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, Hashable, Mapping, Sequence
+from typing import Any
 
-import torch
-
-from ..checkpoints import AtomicCheckpoints
-from ..io import atomic_dir, read_jsonl, write_jsonl
+from ..agent.settings import write_model_agent_settings
+from ..io import atomic_dir
 from .advantages import compute_turn_advantages
 from .config import IGPOConfig
-from .format_penalty import turn_format_errors
-from .info_gain import compute_info_gain
-from .loss import policy_loss, token_logprobs
-from .rewards import Episode, episode_rewards, reward_functions
-
-#: rollout_fn(model, tokenizer, rows, cfg, llm=None) -> one Episode per row, same order (rows repeat for the
-#: group); ``llm`` is TRL's vLLM engine when ``use_vllm`` is on (weights already synced), else None
-RolloutFn = Callable[..., list[Episode]]
-#: judge(questions, predictions, ground_truths) -> scores in [0, 1]
-JudgeFn = Callable[[list[str], list[str], list[str]], list[float]]
-
-
-def grpo_args(cfg: IGPOConfig, output_dir: str | Path, *, device: str = "cpu", world_size: int = 1, **overrides):
-    """The TRL ``GRPOConfig`` that runs ``cfg``: one optimizer step per ``prompts_per_step x n`` trajectories."""
-    from trl import GRPOConfig
-
-    per_step = cfg.trajectories_per_step
-    if per_step % (cfg.micro_batch_size * world_size):
-        raise ValueError(f"{per_step} trajectories per step do not split into micro-batches of "
-                         f"{cfg.micro_batch_size} on {world_size} processes")
-    accumulation = per_step // (cfg.micro_batch_size * world_size)
-    cuda = device != "cpu" and torch.cuda.is_available()
-    server = cfg.use_vllm and cfg.vllm_mode == "server"
-    if server and cfg.vllm_server_sync_weights and not _importable("vllm"):
-        raise RuntimeError("vllm_mode='server' with weight sync uses TRL's vLLM client, which needs vllm installed "
-                           "in the training environment (`make gpu`); or set vllm_server_sync_weights=False")
-    # colocate needs a GPU and vllm (else transformers generation); server + sync: TRL's client pushes the weights;
-    # server without sync: rollouts only call the server's OpenAI API (rollout.VLLMServer), TRL has no vLLM part
-    vllm = (server and cfg.vllm_server_sync_weights) or (cfg.use_vllm and not server and cuda and _importable("vllm"))
-    kwargs = dict(
-        output_dir=str(output_dir), per_device_train_batch_size=cfg.micro_batch_size,
-        gradient_accumulation_steps=accumulation, steps_per_generation=accumulation,
-        num_generations=cfg.num_generations, num_iterations=1, max_steps=cfg.max_steps,
-        learning_rate=cfg.learning_rate, weight_decay=cfg.weight_decay, max_grad_norm=cfg.max_grad_norm,
-        lr_scheduler_type="constant", warmup_steps=0, beta=0.0,  # the KL term is ours (policy_loss), not TRL's
-        epsilon=cfg.clip_ratio_low, epsilon_high=cfg.clip_ratio_high, loss_type="dapo",
-        temperature=cfg.temperature, top_p=cfg.top_p, max_completion_length=cfg.max_tokens_per_turn,
-        save_steps=cfg.save_steps, save_strategy="steps", logging_steps=1, report_to="none", seed=cfg.seed,
-        save_total_limit=cfg.save_total_limit,  # older checkpoints go once a newer one is complete (AtomicCheckpoints)
-        remove_unused_columns=False, use_vllm=vllm, use_cpu=not cuda, bf16=cuda and torch.cuda.is_bf16_supported(),
-        disable_dropout=True, log_completions=False, shuffle_dataset=True,
-    )
-    if vllm and not server:  # TRL's colocated engine; the agent loop generates with it (rollout.make_agent_rollout)
-        kwargs.update(vllm_mode="colocate", vllm_max_model_length=cfg.max_context_tokens,
-                      vllm_importance_sampling_correction=False, vllm_tensor_parallel_size=cfg.vllm_tensor_parallel_size,
-                      vllm_gpu_memory_utilization=cfg.vllm_gpu_memory_utilization)
-    elif vllm:  # `trl vllm-serve`: TRL pushes the weights, the agent loop calls its OpenAI API
-        kwargs.update(vllm_mode="server", vllm_server_base_url=cfg.vllm_server_base_url,
-                      vllm_importance_sampling_correction=False)
-    kwargs.update(overrides)
-    return GRPOConfig(**kwargs)
-
-
-def _importable(module: str) -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec(module) is not None
 
 
 def rl_rows(qa) -> list[dict]:
@@ -93,19 +29,27 @@ def rl_rows(qa) -> list[dict]:
     for k, r in enumerate(qa.to_dict("records") if hasattr(qa, "to_dict") else qa):
         if not str(r.get("question", "")).strip():
             raise ValueError(f"QA row {k}: empty question")
-        rows.append({"prompt": [{"role": "user", "content": str(r["question"])}], "question": str(r["question"]),
-                     "ground_truth": str(r["answer"]), "id": str(r.get("id", k))})
+        rows.append(
+            {
+                "prompt": [{"role": "user", "content": str(r["question"])}],
+                "question": str(r["question"]),
+                "ground_truth": str(r["answer"]),
+                "id": str(r.get("id", k)),
+            }
+        )
     return rows
 
 
-def process_advantages(gathered: Sequence[tuple], process_index: int, local_size: int, cfg: IGPOConfig,
-                       stats: dict | None = None) -> list[list[float]]:
+def process_advantages(
+    gathered: Sequence[tuple], process_index: int, local_size: int, cfg: IGPOConfig, stats: dict | None = None
+) -> list[list[float]]:
     """Advantages of one process's samples: computed on the gathered batch (every process's
     ``(rewards, length, group)`` in process order), then sliced, so sharding changes nothing.  ``stats`` (if given)
     also gets the batch's :func:`group_signal`."""
     rewards, lengths, groups = zip(*gathered) if gathered else ((), (), ())
-    adv = compute_turn_advantages(list(rewards), list(lengths), list(groups), gamma=cfg.gamma, mode=cfg.norm_mode,
-                                  eps=cfg.adv_eps, stats=stats)
+    adv = compute_turn_advantages(
+        list(rewards), list(lengths), list(groups), gamma=cfg.gamma, mode=cfg.norm_mode, eps=cfg.adv_eps, stats=stats
+    )
     if stats is not None:
         stats.update(group_signal(rewards, lengths, groups, adv))
     return adv[process_index * local_size : (process_index + 1) * local_size]
@@ -115,8 +59,12 @@ def process_advantages(gathered: Sequence[tuple], process_index: int, local_size
 SIGNAL_TOLERANCE = 1e-6
 
 
-def group_signal(rewards: Sequence[Mapping[int, float]], lengths: Sequence[int], groups: Sequence[Hashable],
-                 advantages: Sequence[Sequence[float]]) -> dict[str, float]:
+def group_signal(
+    rewards: Sequence[Mapping[int, float]],
+    lengths: Sequence[int],
+    groups: Sequence[Hashable],
+    advantages: Sequence[Sequence[float]],
+) -> dict[str, float]:
     """Which groups of a batch can move the policy at all (failed, zero-length rollouts take no part):
 
     - ``groups_with_signal``: the share of groups whose rollouts did not all get the same outcome reward (a group
@@ -132,327 +80,87 @@ def group_signal(rewards: Sequence[Mapping[int, float]], lengths: Sequence[int],
         outcomes[g].append(float(r.get(n - 1, 0.0)))
         moved[g] = moved[g] or any(abs(a) > SIGNAL_TOLERANCE for a in adv)
     k = len(outcomes)
-    return {"groups": k,
-            "groups_with_signal": sum(len(set(v)) > 1 for v in outcomes.values()) / k if k else 0.0,
-            "groups_with_any_signal": sum(moved.values()) / k if k else 0.0}
+    return {
+        "groups": k,
+        "groups_with_signal": sum(len(set(v)) > 1 for v in outcomes.values()) / k if k else 0.0,
+        "groups_with_any_signal": sum(moved.values()) / k if k else 0.0,
+    }
 
 
-def _build_trainer_class():
-    from transformers import TrainerCallback
-    from trl import GRPOTrainer
-
-    class MetricsFile(TrainerCallback):
-        """Keeps every log line of the run in ``metrics.jsonl`` (rewritten atomically each step)."""
-
-        def __init__(self, path: Path, rows: list[dict]):
-            self.path, self.rows = path, rows
-
-        def on_log(self, args, state, control, logs=None, **kwargs):
-            if state.is_world_process_zero and logs:
-                self.rows.append({"step": state.global_step, **logs})
-                write_jsonl(self.path, self.rows)
-
-    class _IGPOTrainer(AtomicCheckpoints, GRPOTrainer):  # checkpoint-N appears only when complete
-        def __init__(self, model, tokenizer, train_dataset, cfg: IGPOConfig, args, *, rollout_fn: RolloutFn,
-                     judge: JudgeFn, turn_reward: Callable[[Episode], list] | None = None,
-                     outcome_reward: Callable[[Episode], float] | None = None, ref_model=None, peft_config=None,
-                     callbacks=None, resume_step: int | None = None):
-            self.igpo = cfg
-            self.rollout_fn, self.judge = rollout_fn, judge
-            if peft_config is None and cfg.lora_r:
-                peft_config = lora_config(cfg)
-            if cfg.reward_mode == "grpo" and (turn_reward is not None or outcome_reward is not None):
-                raise ValueError("reward_mode='grpo' trains on the judged outcome alone: pass turn_reward / "
-                                 "outcome_reward only with reward_mode='igpo'")
-            default_turn, default_outcome = reward_functions(cfg)
-            self.turn_reward, self.outcome_reward = turn_reward or default_turn, outcome_reward or default_outcome
-            if peft_config is None and cfg.kl_coef and ref_model is None:
-                ref_model = copy.deepcopy(model)  # the frozen starting policy (DR-Venus: the SFT checkpoint)
-            self._ref = ref_model.eval().requires_grad_(False) if ref_model is not None else None
-            out = Path(args.output_dir)
-            self.metrics_path, self.episodes_path = out / "metrics.jsonl", out / "episodes.jsonl"
-            self.metric_rows = _history(self.metrics_path, resume_step, inclusive=True)  # logged after step N
-            self.episode_rows = _history(self.episodes_path, resume_step, inclusive=False)  # rolled out before it
-            callbacks = [*(callbacks or []), MetricsFile(self.metrics_path, self.metric_rows)]
-            super().__init__(model=model, reward_funcs=[_trl_outcome(judge)], args=args, train_dataset=train_dataset,
-                             processing_class=tokenizer, callbacks=callbacks, peft_config=peft_config)
-            if self._ref is not None:
-                self._ref.to(self.accelerator.device)
-            self.im_end_id = tokenizer.convert_tokens_to_ids("<|im_end|>")
-
-        def create_model_card(self, *args, **kwargs):
-            """No TRL model card ("a fine-tuned version of [None]") in the stage folder or a checkpoint: the RL
-            model's card is the one :func:`save_policy` writes into ``model/``."""
-            return None
-
-        # --- rollout and rewards -------------------------------------------------------------------------
-        def policy(self):
-            return self.accelerator.unwrap_model(self.model)
-
-        def _synced_llm(self):
-            """TRL's colocated vLLM engine with this step's weights, a :class:`~.rollout.VLLMServer` (server mode;
-            synced first when TRL holds the client), or None (transformers generation)."""
-            cfg = self.igpo
-            if self.use_vllm and self.state.global_step != self._last_loaded_step:
-                self.vllm_generation.sync_weights()
-                self._last_loaded_step = self.state.global_step
-                if cfg.vllm_mode == "server":
-                    self.accelerator.wait_for_everyone()  # the main process pushed the weights; all may generate
-            if cfg.use_vllm and cfg.vllm_mode == "server":
-                from .rollout import VLLMServer
-
-                if getattr(self, "_vllm_server", None) is None:
-                    self._vllm_server = VLLMServer.connect(cfg.vllm_server_base_url)
-                return self._vllm_server
-            return self.vllm_generation.llm if self.use_vllm else None
-
-        def score_episodes(self, episodes: Sequence[Episode]) -> list[dict[int, float]]:
-            """Fill IG / format errors / judge score on each episode and return its token-level rewards."""
-            cfg, policy = self.igpo, self.policy()
-            for ep in episodes:
-                ig = compute_info_gain(policy, self.processing_class, ep.input_ids, ep.boundaries, ep.tool_names,
-                                       ep.ground_truth, info_gain_type=cfg.info_gain_type,
-                                       tool_filter=cfg.ig_tool_filter, template=cfg.pseudo_answer,
-                                       temperature=cfg.temperature, chunk_size=cfg.ig_chunk_size)
-                ep.info_gain, ep.ig_values = ig.gains, ig.values
-                ep.format_errors = turn_format_errors(ep.turns)
-            scores = self.judge([ep.question for ep in episodes], [ep.prediction or "" for ep in episodes],
-                                [ep.ground_truth for ep in episodes])
-            rewards = []
-            for ep, score in zip(episodes, scores, strict=True):
-                ep.judge_score = float(score)
-                if ep.num_turns == 0 or not ep.completion_ids:  # a failed rollout: no tokens, no statistics
-                    ep.extra.update(turn_rewards=[], outcome=0.0)
-                    rewards.append({})
-                    continue
-                turn, outcome = self.turn_reward(ep), float(self.outcome_reward(ep))
-                ep.extra.update(turn_rewards=list(turn), outcome=outcome)
-                rewards.append(episode_rewards(ep, turn, outcome, self.im_end_id))
-            return rewards
-
-        def _generate_and_score_completions(self, inputs):
-            from accelerate.utils import gather_object
-            from trl.trainer.utils import pad
-
-            device, mode = self.accelerator.device, "train" if self.model.training else "eval"
-            policy = self.policy()
-            was_training = policy.training
-            policy.eval()
-            try:
-                with torch.no_grad():
-                    episodes = self.rollout_fn(policy, self.processing_class, inputs, self.igpo, llm=self._synced_llm())
-                if len(episodes) != len(inputs):
-                    raise RuntimeError(f"rollout_fn returned {len(episodes)} episodes for {len(inputs)} rows")
-                for ep, row in zip(episodes, inputs):
-                    ep.group = row.get("id", row["question"])
-                rewards = self.score_episodes(episodes)
-            finally:
-                policy.train(was_training)
-
-            # advantages over the whole batch (all processes), then this process's slice
-            lengths = [len(ep.completion_ids) if r else 0 for ep, r in zip(episodes, rewards)]
-            everything = gather_object([(r, n, ep.group) for r, n, ep in zip(rewards, lengths, episodes)])
-            stats: dict = {}
-            local_adv = process_advantages(everything, self.accelerator.process_index, len(episodes), self.igpo, stats)
-
-            prompt_ids = pad([torch.tensor(ep.prompt_ids) for ep in episodes], padding_value=self._tokenizer.pad_token_id,
-                             padding_side="left").to(device)
-            prompt_mask = pad([torch.ones(len(ep.prompt_ids), dtype=torch.long) for ep in episodes], padding_value=0,
-                              padding_side="left").to(device)
-            pad_id = self._tokenizer.pad_token_id
-            completion_ids = pad([torch.tensor(ep.completion_ids if n else [pad_id]) for ep, n in zip(episodes, lengths)],
-                                 padding_value=pad_id, padding_side="right").to(device)
-            completion_mask = pad([torch.ones(n, dtype=torch.long) if n else torch.zeros(1, dtype=torch.long)
-                                   for n in lengths], padding_value=0, padding_side="right").to(device)
-            tool_mask = pad([torch.tensor(ep.assistant_mask if n else [0], dtype=torch.long)
-                             for ep, n in zip(episodes, lengths)], padding_value=0, padding_side="right").to(device)
-            advantages = pad([torch.tensor(a or [0.0], dtype=torch.float32) for a in local_adv], padding_value=0.0,
-                             padding_side="right").to(device)
-            loss_mask = completion_mask * tool_mask
-            num_items = self.accelerator.gather(loss_mask.sum()).sum()
-
-            ids = torch.cat([prompt_ids, completion_ids], 1)
-            attn = torch.cat([prompt_mask, completion_mask], 1)
-            out = {"prompt_ids": prompt_ids, "prompt_mask": prompt_mask, "completion_ids": completion_ids,
-                   "completion_mask": completion_mask, "tool_mask": tool_mask, "advantages": advantages,
-                   "num_items_in_batch": num_items}
-            with torch.no_grad():
-                if self.igpo.kl_coef:
-                    out["ref_per_token_logps"] = self._logps(self._ref, ids, attn, completion_ids.size(1), ref=True)
-                if self.args.gradient_accumulation_steps % self.args.steps_per_generation or self.num_iterations > 1:
-                    out["old_per_token_logps"] = self._logps(policy, ids, attn, completion_ids.size(1))
-            self._record(episodes, advantages, loss_mask, stats, mode)
-            return out
-
-        def _logps(self, model, ids, attn, k, ref=False):
-            rows = []
-            for s in range(0, ids.size(0), self.args.per_device_train_batch_size):
-                sl = slice(s, s + self.args.per_device_train_batch_size)
-                if model is None:  # PEFT: the reference is the base with the adapter disabled
-                    with self.policy().disable_adapter():
-                        rows.append(token_logprobs(self.policy(), ids[sl], attn[sl], k, temperature=self.igpo.temperature)[0])
-                else:
-                    rows.append(token_logprobs(model, ids[sl], attn[sl], k, temperature=self.igpo.temperature)[0])
-            return torch.cat(rows)
-
-        # --- loss --------------------------------------------------------------------------------------------
-        def _compute_loss(self, model, inputs):
-            ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], 1)
-            attn = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], 1)
-            k = inputs["completion_ids"].size(1)
-            logps, entropy = token_logprobs(model, ids, attn, k, temperature=self.igpo.temperature, entropy=True)
-            mask = inputs["completion_mask"] * inputs["tool_mask"]
-            mode = "train" if self.model.training else "eval"
-            normalizer = inputs["num_items_in_batch"].clamp(min=1.0) / self.accelerator.num_processes
-            if mode == "train":
-                normalizer = normalizer * self.current_gradient_accumulation_steps / self.args.steps_per_generation
-            else:
-                normalizer = mask.sum().clamp(min=1.0)
-            cfg = self.igpo
-            loss, st = policy_loss(logps, inputs["advantages"], mask, old_logps=inputs.get("old_per_token_logps"),
-                                   ref_logps=inputs.get("ref_per_token_logps"), clip_low=cfg.clip_ratio_low,
-                                   clip_high=cfg.clip_ratio_high, dual_clip=cfg.dual_clip, kl_coef=cfg.kl_coef,
-                                   normalizer=normalizer)
-            sums = self.accelerator.reduce(torch.stack([st["kl"], st["clipped"], (entropy * mask).sum(),
-                                                        st["pg"], st["tokens"]]).float(), reduction="sum")
-            n = sums[4].clamp(min=1.0)
-            for name, value in zip(("kl", "clip_ratio", "entropy", "policy_loss"), sums[:4] / n):
-                self._metrics[mode][name].append(value.item())
-            return loss
-
-        # --- metrics -----------------------------------------------------------------------------------------
-        def _record(self, episodes, advantages, loss_mask, stats, mode):
-            from accelerate.utils import gather_object
-
-            m = self._metrics[mode]
-            rows = gather_object([_episode_row(ep, self.state.global_step) for ep in episodes])
-            ig = [g for r in rows for g in r["info_gain"] if g is not None]
-            turns = sum(r["num_turns"] for r in rows)
-            m["reward"].append(sum(r["outcome"] for r in rows) / len(rows))
-            m["accuracy"].append(sum(r["judge_score"] >= 1.0 for r in rows) / len(rows))
-            m["turns"].append(turns / len(rows))
-            m["penalty_rate"].append(sum(r["malformed_turns"] for r in rows) / max(turns, 1))
-            m["ig_mean"].append(sum(ig) / len(ig) if ig else float("nan"))
-            m["ig_positions"].append(stats.get("num_ig_positions", 0) / len(rows))
-            if "ig_scale" in stats and stats.get("num_ig_positions"):  # without IG positions the scale means nothing
-                m["ig_scale"].append(stats["ig_scale"])
-            for key in ("groups_with_signal", "groups_with_any_signal"):  # shares of groups that can move the policy
-                m[key].append(stats.get(key, 0.0))
-            adv = advantages[loss_mask.bool()]
-            local = [adv.abs().sum(), (adv != 0).sum(), torch.tensor(adv.numel(), device=adv.device)]
-            sums = self.accelerator.reduce(torch.stack([x.float() for x in local]), reduction="sum")  # all processes
-            m["adv_abs_mean"].append((sums[0] / sums[2]).item() if sums[2] else 0.0)
-            m["adv_nonzero_frac"].append((sums[1] / sums[2]).item() if sums[2] else 0.0)
-            if not torch.isfinite(advantages).all():
-                raise FloatingPointError("non-finite advantages: check the rewards of this batch")
-            if self.accelerator.is_main_process and mode == "train":
-                self.episode_rows.extend(rows)
-                write_jsonl(self.episodes_path, self.episode_rows)
-
-    return _IGPOTrainer
-
-
-def lora_config(cfg: IGPOConfig):
-    """LoRA on every linear layer (``cfg.lora_r > 0``); the KL reference is then the adapter-disabled base."""
-    from peft import LoraConfig
-
-    return LoraConfig(r=cfg.lora_r, lora_alpha=2 * cfg.lora_r, lora_dropout=0.0, target_modules="all-linear",
-                      task_type="CAUSAL_LM")
-
-
-def save_policy(trainer, tokenizer, out_dir: str | Path, *, base_model: str | Path | None = None,
-                profile: str | None = None, stage: str = "04_igpo_rl", heldout: Mapping[str, Any] | None = None) -> Path:
+def save_policy(
+    trainer,
+    tokenizer,
+    out_dir: str | Path,
+    *,
+    base_model: str | Path | None = None,
+    profile: str | None = None,
+    stage: str = "04_igpo_rl",
+    heldout: Mapping[str, Any] | None = None,
+) -> Path:
     """Save the trained policy as a plain transformers folder (a LoRA adapter is merged into the base), with a
     ``venus_agent.json`` saying how its rollouts ran (``trainer.igpo``'s system prompt style, max turns and tokens per
     turn), which the agent CLI, the demo and notebooks 05/06 use by default (:mod:`venus_utils.agent.settings`), and a
     ``README.md`` model card (:func:`model_card`: the SFT model ``base_model``, ``stage``, ``profile``, reward mode,
     steps, and the ``heldout`` results when given)."""
-    from ..agent.settings import write_model_agent_settings
-
     model = trainer.accelerator.unwrap_model(trainer.model)
     if hasattr(model, "merge_and_unload"):
         model = copy.deepcopy(model).merge_and_unload()
     cfg: IGPOConfig = trainer.igpo
-    card = model_card(cfg, int(trainer.state.global_step), base_model=base_model, profile=profile, stage=stage,
-                      heldout=heldout)
+    card = model_card(
+        cfg, int(trainer.state.global_step), base_model=base_model, profile=profile, stage=stage, heldout=heldout
+    )
     with atomic_dir(out_dir) as tmp:  # write aside, then swap in
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         (tmp / "README.md").write_text(card, encoding="utf-8")
-        write_model_agent_settings(tmp, {"system_prompt_style": cfg.system_prompt_style, "max_turns": cfg.max_turns,
-                                         "max_new_tokens": cfg.max_tokens_per_turn}, "rl")
+        write_model_agent_settings(
+            tmp,
+            {
+                "system_prompt_style": cfg.system_prompt_style,
+                "max_turns": cfg.max_turns,
+                "max_new_tokens": cfg.max_tokens_per_turn,
+            },
+            "rl",
+        )
     return Path(out_dir)
 
 
-def model_card(cfg: IGPOConfig, steps: int, *, base_model: str | Path | None = None, profile: str | None = None,
-               stage: str = "04_igpo_rl", heldout: Mapping[str, Any] | None = None) -> str:
+def model_card(
+    cfg: IGPOConfig,
+    steps: int,
+    *,
+    base_model: str | Path | None = None,
+    profile: str | None = None,
+    stage: str = "04_igpo_rl",
+    heldout: Mapping[str, Any] | None = None,
+) -> str:
     """The RL model's ``README.md`` (:func:`save_policy`): the SFT model it started from, the stage and profile, the
     reward mode, the steps and sizes, and held-out results when given (``{"accuracy (SFT)": 0.41, ...}``)."""
-    how = {"igpo": "IGPO (DR-Venus: information-gain turn rewards, format penalties and the judged outcome)",
-           "grpo": "outcome-only GRPO (the judged answer alone, no turn rewards or format penalties: the baseline "
-                   "arm of the IGPO comparison)"}[cfg.reward_mode]
-    rows = {"base (SFT) model": base_model if base_model is not None else "not recorded", "stage": stage,
-            "profile": profile or "not recorded", "reward mode": cfg.reward_mode, "RL steps": steps,
-            "questions per step x rollouts": f"{cfg.prompts_per_step} x {cfg.num_generations}",
-            "learning rate": cfg.learning_rate, "KL coefficient": cfg.kl_coef,
-            "weights": f"LoRA rank {cfg.lora_r}, merged" if cfg.lora_r else "full fine-tuning", "seed": cfg.seed}
+    how = {
+        "igpo": "IGPO (DR-Venus: information-gain turn rewards, format penalties and the judged outcome)",
+        "grpo": "outcome-only GRPO (the judged answer alone, no turn rewards or format penalties: the baseline "
+        "arm of the IGPO comparison)",
+    }[cfg.reward_mode]
+    rows = {
+        "base (SFT) model": base_model if base_model is not None else "not recorded",
+        "stage": stage,
+        "profile": profile or "not recorded",
+        "reward mode": cfg.reward_mode,
+        "RL steps": steps,
+        "questions per step x rollouts": f"{cfg.prompts_per_step} x {cfg.num_generations}",
+        "learning rate": cfg.learning_rate,
+        "KL coefficient": cfg.kl_coef,
+        "weights": f"LoRA rank {cfg.lora_r}, merged" if cfg.lora_r else "full fine-tuning",
+        "seed": cfg.seed,
+    }
     rows.update({f"held-out {k}": v for k, v in (heldout or {}).items()})
     table = "\n".join(f"| {k} | {v} |" for k, v in rows.items())
-    return (f"---\nlibrary_name: transformers\ntags:\n- venus-recipe\n- {cfg.reward_mode}\n---\n\n"
-            f"# venus-recipe RL policy ({cfg.reward_mode})\n\n"
-            f"A deep-research agent: the SFT model below after {steps} RL step{'' if steps == 1 else 's'} of {how}, "
-            f"trained by the {stage} stage of venus-recipe (a reproduction of DR-Venus).\n\n| | |\n|---|---|\n"
-            f"{table}\n\n"
-            "Load it with `transformers.AutoModelForCausalLM.from_pretrained` on this folder, or run it as an agent "
-            "with `python -m venus_utils.agent`; the stage folder's `summary.json` holds the whole configuration.\n")
-
-
-def _trl_outcome(judge: JudgeFn):
-    """The judge as a TRL reward function (TRL requires one; IGPO itself scores episodes in ``score_episodes``)."""
-    from ..protocol import extract_answer
-
-    def judged_outcome(prompts, completions, question, ground_truth, **kwargs):
-        texts = [c if isinstance(c, str) else c[-1]["content"] for c in completions]
-        return judge(list(question), [extract_answer(t) or "" for t in texts], list(ground_truth))
-
-    return judged_outcome
-
-
-def _episode_row(ep: Episode, step: int) -> dict:
-    return {
-        "step": step, "group": str(ep.group), "question": ep.question, "ground_truth": ep.ground_truth,
-        "prediction": ep.prediction, "termination": ep.termination, "num_turns": ep.num_turns,
-        "tool_names": ep.tool_names, "info_gain": ep.info_gain, "format_errors": ep.format_errors,
-        "malformed_turns": sum(1 for e in ep.format_errors if e), "turn_rewards": ep.extra.get("turn_rewards"),
-        "outcome": ep.extra.get("outcome"), "judge_score": ep.judge_score, "completion_tokens": len(ep.completion_ids),
-        "assistant_tokens": int(sum(ep.assistant_mask)),
-    }
-
-
-def _history(path: Path, resume_step: int | None, inclusive: bool) -> list[dict]:
-    """Rows of an earlier run when resuming from the checkpoint of step ``resume_step``, else none."""
-    if resume_step is None or not path.exists():
-        return []
-    keep = (lambda s: s <= resume_step) if inclusive else (lambda s: s < resume_step)
-    return [r for r in read_jsonl(path) if keep(r.get("step", 0))]
-
-
-def __getattr__(name):  # IGPOTrainer is built on first use so that importing this module does not import TRL
-    if name == "IGPOTrainer":
-        cls = _build_trainer_class()
-        globals()["IGPOTrainer"] = cls
-        return cls
-    raise AttributeError(name)
-
-
-def project_judge(kind: str = "auto"):
-    """The project's judge (:mod:`venus_utils.eval.judge`) as ``judge(questions, predictions, ground_truths)``;
-    returns ``(fn, description)``.  ``kind``: auto (LLM when an endpoint is configured, else offline F1), llm, offline."""
-    from ..eval.judge import Judge
-
-    judge = Judge.from_env(kind)
-
-    def fn(questions, predictions, ground_truths):
-        return [v.value for v in judge.judge_many(zip(questions, predictions, ground_truths))]
-
-    return fn, judge.describe()
+    return (
+        f"---\nlibrary_name: transformers\ntags:\n- venus-recipe\n- {cfg.reward_mode}\n---\n\n"
+        f"# venus-recipe RL policy ({cfg.reward_mode})\n\n"
+        f"A deep-research agent: the SFT model below after {steps} RL step{'' if steps == 1 else 's'} of {how}, "
+        f"trained by the {stage} stage of venus-recipe (a reproduction of DR-Venus).\n\n| | |\n|---|---|\n"
+        f"{table}\n\n"
+        "Load it with `transformers.AutoModelForCausalLM.from_pretrained` on this folder, or run it as an agent "
+        "with `python -m venus_utils.agent`; the stage folder's `summary.json` holds the whole configuration.\n"
+    )

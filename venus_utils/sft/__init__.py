@@ -1,8 +1,8 @@
 """Agentic SFT: DR-Venus's loss mask on whole trajectories, exact batching, and one trainer with two engines.
 
-    from venus_utils.sft import SFTConfig, examples_from_parquet, train_sft
-    train = examples_from_parquet("runs/cpu/02_turn_aware_resampling/train.parquet", tokenizer, max_length=4096)
-    result = train_sft(SFTConfig(...), "runs/cpu/00_setup/tiny_model", train.rows, "runs/cpu/03_sft_unsloth")
+from venus_utils.sft import SFTConfig, examples_from_parquet, train_sft
+train = examples_from_parquet("runs/cpu/02_turn_aware_resampling/train.parquet", tokenizer, max_length=4096)
+result = train_sft(SFTConfig(...), "runs/cpu/00_setup/tiny_model", train.rows, "runs/cpu/03_sft_unsloth")
 """
 
 from .batching import BATCHING_MODES, LOSS_WEIGHTINGS, Collator, LengthGroupedSampler, masked_lm_loss

@@ -1,7 +1,8 @@
-"""The SFT stage from the command line, the way notebook 03 runs it, under any launcher.
+r"""The SFT stage from the command line, the way notebook 03 runs it, under any launcher.
 
     python -m venus_utils.sft train --params params/smoke.yaml [--run-dir runs/smoke] [--out DIR] [--set max_steps=4]
-    accelerate launch --config_file params/accelerate/single_node_8gpu.yaml -m venus_utils.sft train --params params/paper.yaml
+    accelerate launch --config_file params/accelerate/single_node_8gpu.yaml \
+        -m venus_utils.sft train --params params/paper.yaml
 
 It reads the ``03_sft_unsloth`` parameters (notebook defaults < profile < ``--set``), the resampled data of
 ``02_turn_aware_resampling`` and the base model (``base_model``, or ``00_setup/tiny_model`` offline), calls the
@@ -17,22 +18,20 @@ import argparse
 import sys
 from dataclasses import fields
 
-from ..launch import is_main_process, parse_sets, run_cli, stage_params, world_size
+from ..cli import parse_sets, run_cli, stage_params
+from ..distributed import is_main_process, world_size
 from ..stage import Stage
+from .config import SFTConfig
+from .data import examples_from_parquet
+from .trainer import prepare_engine, train_sft
 
 STAGE = "03_sft_unsloth"
 
 
 def train(args: argparse.Namespace) -> dict:
-    from .config import SFTConfig
-    from .trainer import prepare_engine
-
     params, profile = stage_params(args.params, STAGE, parse_sets(args.sets))
     engine = prepare_engine(params["engine"])  # Unsloth must be imported before transformers
     from transformers import AutoTokenizer
-
-    from .data import examples_from_parquet
-    from .trainer import train_sft
 
     stage = Stage.start(STAGE, args.run_dir or f"runs/{profile}", args.out, profile)
     data_dir = stage.upstream("02_turn_aware_resampling")
@@ -45,19 +44,39 @@ def train(args: argparse.Namespace) -> dict:
     cfg = SFTConfig.from_dict({**{k: v for k, v in params.items() if k in names}, "engine": engine})
     limit = params.get("val_rows_limit")
     with stage.timed("train"):
-        result = train_sft(cfg, model_path, train_set.rows, stage.dir, val_rows=val_set.rows[:limit],
-                           agent_settings=dict(system_prompt_style=params["system_prompt_style"],
-                                               max_turns=params["eval_max_turns"],
-                                               max_new_tokens=params["eval_max_new_tokens"]))
+        result = train_sft(
+            cfg,
+            model_path,
+            train_set.rows,
+            stage.dir,
+            val_rows=val_set.rows[:limit],
+            agent_settings=dict(
+                system_prompt_style=params["system_prompt_style"],
+                max_turns=params["eval_max_turns"],
+                max_new_tokens=params["eval_max_new_tokens"],
+            ),
+        )
     s = result.summary()
-    summary = dict(engine=result.engine, steps=s["steps"], loss_first=s["loss_first"], loss_last=s["loss_last"],
-                   eval_loss_last=s["eval_loss_last"], tokens_per_s=s["tokens_per_s"], train_rows=train_set.stats(),
-                   model_dir=s["model_dir"], adapter_dir=s["adapter_dir"], resumed_from=s["resumed_from"],
-                   processes=world_size(), launched_from="python -m venus_utils.sft train")
+    summary = dict(
+        engine=result.engine,
+        steps=s["steps"],
+        loss_first=s["loss_first"],
+        loss_last=s["loss_last"],
+        eval_loss_last=s["eval_loss_last"],
+        tokens_per_s=s["tokens_per_s"],
+        train_rows=train_set.stats(),
+        model_dir=s["model_dir"],
+        adapter_dir=s["adapter_dir"],
+        resumed_from=s["resumed_from"],
+        processes=world_size(),
+        launched_from="python -m venus_utils.sft train",
+    )
     if is_main_process():
         summary = stage.finish(**summary)
-        print(f"[sft] {s['steps']} steps on {world_size()} process(es), loss {s['loss_first']} -> {s['loss_last']}; "
-              f"model: {s['model_dir']}")
+        print(
+            f"[sft] {s['steps']} steps on {world_size()} process(es), loss {s['loss_first']} -> {s['loss_last']}; "
+            f"model: {s['model_dir']}"
+        )
     return summary
 
 

@@ -21,8 +21,9 @@ result is the same, and SDPA's causal kernel is about twice as fast on a CPU as 
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 from .data import IGNORE
 
@@ -51,9 +52,9 @@ class Collator:
         labels = [list(e["labels"]) for e in examples]
         if self.mode == "padding_free":
             flat_ids, flat_labels, pos = [], [], []
-            for i, l in zip(ids, labels):
+            for i, lab in zip(ids, labels):
                 flat_ids += i
-                flat_labels += [IGNORE] + l[1:]  # a sample's first token is never predicted from the previous sample
+                flat_labels += [IGNORE] + lab[1:]  # a sample's first token is never predicted from the previous sample
                 pos += list(range(len(i)))
             return {
                 "input_ids": torch.tensor([flat_ids]),
@@ -67,7 +68,7 @@ class Collator:
         return {
             "input_ids": torch.tensor([i + [self.pad_token_id] * p for i, p in zip(ids, pad)]),
             "attention_mask": torch.tensor([[1] * len(i) + [0] * p for i, p in zip(ids, pad)]),
-            "labels": torch.tensor([l + [IGNORE] * p for l, p in zip(labels, pad)]),
+            "labels": torch.tensor([lab + [IGNORE] * p for lab, p in zip(labels, pad)]),
         }
 
 
@@ -166,7 +167,12 @@ def masked_lm_loss(model, batch: dict[str, Any], weighting: str = "sequence_mean
     loss = total / (denominator if denominator else max(count, 1.0))
     with torch.no_grad():
         acc = (logits.argmax(-1) == target[keep]).float().mean().item() if n_tok else 0.0
-    return loss, {"loss_tokens": n_tok, "units": count, "token_accuracy": acc, "token_loss_mean": (tok_loss.mean().item() if n_tok else 0.0)}
+    return loss, {
+        "loss_tokens": n_tok,
+        "units": count,
+        "token_accuracy": acc,
+        "token_loss_mean": (tok_loss.mean().item() if n_tok else 0.0),
+    }
 
 
 def count_units(batches: list[dict[str, Any]], weighting: str) -> float:

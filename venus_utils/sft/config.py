@@ -1,4 +1,4 @@
-"""The SFT stage's one config: DR-Venus's values as defaults (``../shared/spec/sft-data.md`` §4).
+"""The SFT stage's one config: DR-Venus's values as defaults (``SFT/train_sft.sh`` and ``SFT/sft_shells/run.sh``).
 
 DR-Venus trains Qwen3-4B-Thinking-2507 with verl: full fine-tuning, global batch 32 (micro-batch 1 per GPU,
 8 GPUs), lr 1e-5, 1 epoch, cosine schedule with 10% warm-up, AdamW (0.9, 0.95), weight decay 0.01, grad-clip 1.0,
@@ -16,20 +16,40 @@ from ..validation import AT_LEAST_1, FRACTION, NON_NEGATIVE, POSITIVE, Range, ch
 
 #: Allowed values of the numeric settings (types come from the annotations), checked before anything loads.
 RANGES = {
-    "lora_r": AT_LEAST_1, "lora_alpha": POSITIVE, "lora_dropout": Range(0, 1), "max_length": AT_LEAST_1,
-    "learning_rate": POSITIVE, "global_batch_size": AT_LEAST_1, "micro_batch_size": AT_LEAST_1,
-    "num_train_epochs": POSITIVE, "max_steps": Range(1, also=(-1,)), "max_time_minutes": POSITIVE,
-    "warmup_ratio": NON_NEGATIVE, "min_lr_ratio": FRACTION, "weight_decay": NON_NEGATIVE, "adam_beta1": Range(0, 1),
-    "adam_beta2": Range(0, 1), "max_grad_norm": NON_NEGATIVE, "logging_steps": AT_LEAST_1, "save_steps": AT_LEAST_1,
-    "save_total_limit": AT_LEAST_1, "eval_steps": AT_LEAST_1, "num_threads": AT_LEAST_1,
+    "lora_r": AT_LEAST_1,
+    "lora_alpha": POSITIVE,
+    "lora_dropout": Range(0, 1),
+    "max_length": AT_LEAST_1,
+    "learning_rate": POSITIVE,
+    "global_batch_size": AT_LEAST_1,
+    "micro_batch_size": AT_LEAST_1,
+    "num_train_epochs": POSITIVE,
+    "max_steps": Range(1, also=(-1,)),
+    "max_time_minutes": POSITIVE,
+    "warmup_ratio": NON_NEGATIVE,
+    "min_lr_ratio": FRACTION,
+    "weight_decay": NON_NEGATIVE,
+    "adam_beta1": Range(0, 1),
+    "adam_beta2": Range(0, 1),
+    "max_grad_norm": NON_NEGATIVE,
+    "logging_steps": AT_LEAST_1,
+    "save_steps": AT_LEAST_1,
+    "save_total_limit": AT_LEAST_1,
+    "eval_steps": AT_LEAST_1,
+    "num_threads": AT_LEAST_1,
 }
 
 
 @dataclass
 class SFTConfig:
     # --- engine ---
-    engine: str = field(default="auto", metadata={"help": "auto | unsloth | trl. auto: Unsloth when it is installed, else plain TRL SFTTrainer."})
-    finetuning: str = field(default="full", metadata={"help": "full | lora. DR-Venus: full fine-tuning (LoRA rank 0)."})
+    engine: str = field(
+        default="auto",
+        metadata={"help": "auto | unsloth | trl. auto: Unsloth when it is installed, else plain TRL SFTTrainer."},
+    )
+    finetuning: str = field(
+        default="full", metadata={"help": "full | lora. DR-Venus: full fine-tuning (LoRA rank 0)."}
+    )
     lora_r: int = field(default=32, metadata={"help": "LoRA rank when finetuning='lora'."})
     lora_alpha: int = field(default=16, metadata={"help": "LoRA alpha (DR-Venus's preset: 16)."})
     lora_dropout: float = field(default=0.0, metadata={"help": "LoRA dropout."})
@@ -38,22 +58,49 @@ class SFTConfig:
         metadata={"help": "LoRA targets: all linear layers of a Qwen3 block (DR-Venus: all-linear)."},
     )
     load_in_4bit: bool = field(default=False, metadata={"help": "Unsloth 4-bit base weights (GPU only; QLoRA)."})
-    gradient_checkpointing: bool = field(default=True, metadata={"help": "Recompute activations (Unsloth's variant under Unsloth). DR-Venus: on."})
+    gradient_checkpointing: bool = field(
+        default=True, metadata={"help": "Recompute activations (Unsloth's variant under Unsloth). DR-Venus: on."}
+    )
     # --- data ---
-    max_length: int = field(default=200_000, metadata={"help": "Longest trajectory in tokens; longer ones are dropped and counted, never truncated."})
-    batching: str = field(default="grouped", metadata={"help": "max_length | padded | grouped | padding_free (see venus_utils.sft.batching)."})
-    loss_weighting: str = field(default="sequence_mean", metadata={"help": "sequence_mean (DR-Venus: each trajectory weighs the same) | token_mean."})
+    max_length: int = field(
+        default=200_000,
+        metadata={"help": "Longest trajectory in tokens; longer ones are dropped and counted, never truncated."},
+    )
+    batching: str = field(
+        default="grouped",
+        metadata={"help": "max_length | padded | grouped | padding_free (see venus_utils.sft.batching)."},
+    )
+    loss_weighting: str = field(
+        default="sequence_mean",
+        metadata={"help": "sequence_mean (DR-Venus: each trajectory weighs the same) | token_mean."},
+    )
     # --- optimisation ---
     learning_rate: float = field(default=1e-5, metadata={"help": "Peak learning rate (DR-Venus: 1e-5)."})
     global_batch_size: int = field(default=32, metadata={"help": "Trajectories per optimizer step (DR-Venus: 32)."})
-    micro_batch_size: int = field(default=1, metadata={"help": "Trajectories per forward pass; global/micro = gradient accumulation."})
+    micro_batch_size: int = field(
+        default=1, metadata={"help": "Trajectories per forward pass; global/micro = gradient accumulation."}
+    )
     num_train_epochs: float = field(default=1.0, metadata={"help": "Epochs (DR-Venus: 1)."})
     max_steps: int = field(default=-1, metadata={"help": "Optimizer steps; -1 = from epochs."})
-    max_time_minutes: float | None = field(default=None, metadata={"help": "Stop (and save) after this much wall time; None = no limit."})
+    max_time_minutes: float | None = field(
+        default=None, metadata={"help": "Stop (and save) after this much wall time; None = no limit."}
+    )
     warmup_ratio: float = field(default=0.1, metadata={"help": "Linear warm-up share of the steps (DR-Venus: 0.1)."})
     lr_scheduler_type: str = field(default="cosine", metadata={"help": "DR-Venus: cosine to 0."})
-    schedule_by_time: bool = field(default=False, metadata={"help": "With max_time_minutes: warm-up and cosine follow the share of the time budget spent (or of max_steps, whichever is further), so a run stopped by the clock ends at a low learning rate (venus_utils.sft.schedule). DR-Venus: off (steps)."})
-    min_lr_ratio: float = field(default=0.0, metadata={"help": "schedule_by_time: the cosine ends at this share of the peak (DR-Venus: 0; tiny-agent study: 0.1)."})
+    schedule_by_time: bool = field(
+        default=False,
+        metadata={
+            "help": "With max_time_minutes: warm-up and cosine follow the share of the time budget spent "
+            "(or of max_steps, whichever is further), so a run stopped by the clock ends at a low learning rate "
+            "(venus_utils.sft.schedule). DR-Venus: off (steps)."
+        },
+    )
+    min_lr_ratio: float = field(
+        default=0.0,
+        metadata={
+            "help": "schedule_by_time: the cosine ends at this share of the peak (DR-Venus: 0; tiny-agent study: 0.1)."
+        },
+    )
     weight_decay: float = field(default=0.01, metadata={"help": "AdamW weight decay (DR-Venus: 0.01)."})
     adam_beta1: float = 0.9
     adam_beta2: float = field(default=0.95, metadata={"help": "DR-Venus: 0.95."})
@@ -61,10 +108,22 @@ class SFTConfig:
     seed: int = field(default=1, metadata={"help": "Trainer seed (DR-Venus: 1)."})
     # --- bookkeeping ---
     logging_steps: int = 10
-    save_steps: int = field(default=100, metadata={"help": "Checkpoint every N steps (DR-Venus: 100); a killed run resumes from the last one."})
-    save_total_limit: int | None = field(default=None, metadata={"help": "Checkpoints kept; None = all (DR-Venus keeps all)."})
-    eval_steps: int | None = field(default=100, metadata={"help": "Validation loss every N steps (DR-Venus: 100); None = only at the end."})
-    resume: bool = field(default=True, metadata={"help": "Continue from the last checkpoint in the output folder when there is one (DR-Venus: resume auto)."})
+    save_steps: int = field(
+        default=100,
+        metadata={"help": "Checkpoint every N steps (DR-Venus: 100); a killed run resumes from the last one."},
+    )
+    save_total_limit: int | None = field(
+        default=None, metadata={"help": "Checkpoints kept; None = all (DR-Venus keeps all)."}
+    )
+    eval_steps: int | None = field(
+        default=100, metadata={"help": "Validation loss every N steps (DR-Venus: 100); None = only at the end."}
+    )
+    resume: bool = field(
+        default=True,
+        metadata={
+            "help": "Continue from the last checkpoint in the output folder when there is one (DR-Venus: resume auto)."
+        },
+    )
     device: str = field(default="auto", metadata={"help": "cpu | cuda | auto."})
     num_threads: int | None = field(default=None, metadata={"help": "torch CPU threads; None = leave as is."})
     export_merged: bool = field(default=True, metadata={"help": "Write the merged 16-bit model (model/)."})
@@ -86,13 +145,16 @@ class SFTConfig:
             if getattr(self, name) not in allowed:
                 raise ValueError(f"SFTConfig.{name}={getattr(self, name)!r}: expected one of {allowed}")
         if self.global_batch_size % self.micro_batch_size:
-            raise ValueError(f"global_batch_size {self.global_batch_size} is not a multiple of micro_batch_size {self.micro_batch_size}")
+            raise ValueError(
+                f"global_batch_size {self.global_batch_size} is not a multiple of "
+                f"micro_batch_size {self.micro_batch_size}"
+            )
         if self.schedule_by_time and not self.max_time_minutes and self.max_steps <= 0:
             raise ValueError("schedule_by_time needs max_time_minutes or max_steps (the budget the schedule follows)")
         self.lora_target_modules = tuple(self.lora_target_modules)
 
     @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> "SFTConfig":
+    def from_dict(cls, values: dict[str, Any]) -> SFTConfig:
         """Build from a params section; unknown keys are an error that names them."""
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(values) - known)
@@ -101,7 +163,7 @@ class SFTConfig:
         return cls(**values)
 
     @classmethod
-    def from_params(cls, params: dict[str, Any], **overrides: Any) -> "SFTConfig":
+    def from_params(cls, params: dict[str, Any], **overrides: Any) -> SFTConfig:
         """Build from a notebook's parameters (``globals()``) or a CLI's: the keys that are settings, then
         ``overrides``; every other key is ignored.  One call, so a new setting needs no retyping."""
         return cls(**{**parameter_values(params, {f.name for f in fields(cls)}), **overrides})

@@ -1,8 +1,9 @@
 """Training examples: one whole trajectory = one sample, with DR-Venus's loss mask.
 
-DR-Venus (verl ``MultiTurnSFTDataset``, ``../shared/spec/sft-data.md`` §4.3) renders the conversation with the
-model's chat template (``tools=None``: the system prompt already lists the tools) and supervises *every* assistant
-turn: per message ``i`` it renders ``messages[:i]`` and ``messages[:i+1]`` and tokenizes the difference.
+DR-Venus (verl's ``MultiTurnSFTDataset``, ``SFT/verl/utils/dataset/multiturn_sft_dataset.py``) renders the
+conversation with the model's chat template (``tools=None``: the system prompt already lists the tools) and
+supervises *every* assistant turn: per message ``i`` it renders ``messages[:i]`` and ``messages[:i+1]`` and
+tokenizes the difference.
 
 - system, user (the question) and tool-response (user) segments: label -100;
 - assistant segment: the generation prompt ``<|im_start|>assistant\\n<think>\\n`` gets -100, everything after it up
@@ -20,9 +21,12 @@ from __future__ import annotations
 import html
 import logging
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
+
+import pyarrow.parquet as pq
 
 IGNORE = -100
 log = logging.getLogger(__name__)
@@ -128,7 +132,9 @@ class ExampleSet:
         }
 
 
-def build_examples(conversations: Iterable[Any], tokenizer, max_length: int | None = None, source: str = "input") -> ExampleSet:
+def build_examples(
+    conversations: Iterable[Any], tokenizer, max_length: int | None = None, source: str = "input"
+) -> ExampleSet:
     """Tokenize every conversation; a row that cannot be used is counted under its drop reason, never lost."""
     out = ExampleSet()
     for i, messages in enumerate(conversations):
@@ -151,8 +157,6 @@ SFT_COLUMNS = ("question", "messages", "gt")
 
 def read_sft_parquet(path: str | Path) -> list[Any]:
     """The ``messages`` of an SFT parquet (the cleaner's schema: question, messages, gt)."""
-    import pyarrow.parquet as pq
-
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path}: file not found")
@@ -177,7 +181,9 @@ def loss_mask_html(messages: Any, tokenizer, max_chars: int = 400) -> str:
                 parts.append(f'<span style="background:#b7e4c7;border-right:1px solid #74c69d">{piece}</span>')
         else:
             if len(text) > max_chars:
-                text = f"{text[: max_chars // 2]} [... {len(text) - max_chars} characters ...] {text[-max_chars // 2 :]}"
+                text = (
+                    f"{text[: max_chars // 2]} [... {len(text) - max_chars} characters ...] {text[-max_chars // 2 :]}"
+                )
             parts.append(f'<span style="color:#6c757d">{html.escape(text)}</span>')
     parts.append("</pre>")
     return "".join(parts)

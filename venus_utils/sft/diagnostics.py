@@ -14,11 +14,16 @@ Notebook 03 shows these next to the accuracy, so that a missed target is explain
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
+
+from tqdm.auto import tqdm
 
 from .. import protocol
-from .data import IGNORE
+from ..checkpoints import checkpoints
+from ..eval.answers import aliases, exact_match, normalize_answer
+from .data import IGNORE, _as_messages, tokenize_conversation
 
 PARTS = ("system", "question", "tool_responses", "assistant", "template")
 
@@ -29,8 +34,6 @@ def token_budget(conversations: Iterable[Any], tokenizer, limit: int | None = 50
     ``assistant`` counts the trained tokens (the loss mask of :func:`venus_utils.sft.data.tokenize_conversation`);
     ``template`` is the rest: role markers, generation prompts and newlines of the chat template.
     """
-    from .data import _as_messages, tokenize_conversation
-
     sums, n = Counter(), 0
     for conv in conversations:
         if limit is not None and n >= limit:
@@ -54,8 +57,13 @@ def token_budget(conversations: Iterable[Any], tokenizer, limit: int | None = 50
     return {k: round(sums[k] / n, 1) for k in (*PARTS, "total")}
 
 
-def training_budget(summary: dict[str, Any], train_rows: int, global_batch_size: int, mean_tokens: float,
-                    train_logs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def training_budget(
+    summary: dict[str, Any],
+    train_rows: int,
+    global_batch_size: int,
+    mean_tokens: float,
+    train_logs: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """Steps, trajectories and epochs of an SFT run (``summary``: :meth:`SFTResult.summary`); with ``train_logs``
     also the training loss at half, three quarters and the end of the run (still falling: more steps would help)."""
     steps = int(summary.get("steps") or 0)
@@ -66,7 +74,8 @@ def training_budget(summary: dict[str, Any], train_rows: int, global_batch_size:
     if losses:
         trend = {f"loss_at_{p}%": round(losses[min(len(losses) - 1, int(len(losses) * p / 100))], 4) for p in (50, 75)}
         trend["loss_at_end"] = round(losses[-1], 4)
-    return {**trend,
+    return {
+        **trend,
         "optimizer_steps": steps,
         "trajectories_seen": seen,
         "epochs": round(seen / train_rows, 2) if train_rows else None,
@@ -77,7 +86,9 @@ def training_budget(summary: dict[str, Any], train_rows: int, global_batch_size:
 
 
 def _tool_text(messages: list[dict]) -> str:
-    return "\n".join(m["content"] for m in messages[2:] if m["role"] == "user" and protocol.TOOL_RESPONSE_OPEN in m["content"])
+    return "\n".join(
+        m["content"] for m in messages[2:] if m["role"] == "user" and protocol.TOOL_RESPONSE_OPEN in m["content"]
+    )
 
 
 def _first_query(messages: list[dict]) -> str | None:
@@ -94,18 +105,18 @@ def _first_query(messages: list[dict]) -> str | None:
 META_COLUMNS = ("hops", "template", "subworld")  # question columns carried into the per-rollout table
 
 
-def diagnose_rollouts(records: list[dict[str, Any]], questions: "str | Path | Any | None" = None,
-                      by: str = "hops") -> "tuple[Any, Any]":
-    """``(per_rollout, breakdown)`` DataFrames for agent records (``run_file`` / :func:`venus_utils.eval.heldout.evaluate_model` rollouts).
+def diagnose_rollouts(
+    records: list[dict[str, Any]], questions: str | Path | Any | None = None, by: str = "hops"
+) -> tuple[Any, Any]:
+    """``(per_rollout, breakdown)`` DataFrames for agent records (``run_file`` /
+    :func:`venus_utils.eval.heldout.evaluate_model` rollouts).
 
     ``per_rollout``: correct, answered, retrieved (any alias of the ground truth inside a tool response), first query
     taken from the question, tool calls, termination and, with ``questions`` (a world QA parquet, or a question table
-    such as :func:`venus_utils.world.load_world_questions` returns), the question's hop count, template and
+    such as :func:`venus_utils.world_store.load_world_questions` returns), the question's hop count, template and
     sub-world.  ``breakdown``: :func:`breakdown` of it by ``by``.
     """
     import pandas as pd
-
-    from ..eval.answers import aliases, exact_match, normalize_answer
 
     meta: dict[str, dict] = {}
     if questions is not None:
@@ -125,16 +136,18 @@ def diagnose_rollouts(records: list[dict[str, Any]], questions: "str | Path | An
         first = _first_query(messages)
         question = str(messages[1]["content"]) if len(messages) > 1 else str(r.get("question", ""))
         about = meta.get(str(r.get("index")), {})
-        rows.append({
-            "index": str(r.get("index")),
-            **{c: about.get(c) for c in META_COLUMNS},
-            "correct": bool(r.get("prediction")) and exact_match(r["prediction"], gt),
-            "answered": bool(r.get("prediction")),
-            "retrieved": any(normalize_answer(a) and normalize_answer(a) in tool_text for a in aliases(gt)),
-            "first_query_from_question": bool(first) and first.strip().lower() in question.lower(),
-            "tool_calls": r.get("tool_call_count", 0),
-            "termination": r.get("termination", ""),
-        })
+        rows.append(
+            {
+                "index": str(r.get("index")),
+                **{c: about.get(c) for c in META_COLUMNS},
+                "correct": bool(r.get("prediction")) and exact_match(r["prediction"], gt),
+                "answered": bool(r.get("prediction")),
+                "retrieved": any(normalize_answer(a) and normalize_answer(a) in tool_text for a in aliases(gt)),
+                "first_query_from_question": bool(first) and first.strip().lower() in question.lower(),
+                "tool_calls": r.get("tool_call_count", 0),
+                "termination": r.get("termination", ""),
+            }
+        )
     per = pd.DataFrame(rows)
     if per.empty:
         return per, per
@@ -142,16 +155,30 @@ def diagnose_rollouts(records: list[dict[str, Any]], questions: "str | Path | An
     return per, breakdown(per, by)
 
 
-def breakdown(per: "Any", by: str = "hops") -> "Any":
+def breakdown(per: Any, by: str = "hops") -> Any:
     """Rollouts, accuracy, answered and retrieved rates, "retrieved but wrong", first query from the question and
     tool calls per value of ``by`` (``hops``, ``template``, ``subworld``...), plus an ``all`` row."""
     keys = per[by].fillna(-1).astype(int) if by == "hops" else per[by].fillna("?").astype(str)
-    table = per.assign(**{by: keys}).groupby(by).agg(
-        rollouts=("correct", "size"), accuracy=("correct", "mean"), answered=("answered", "mean"),
-        retrieved=("retrieved", "mean"), retrieved_but_wrong=("retrieved_but_wrong", "mean"),
-        first_query_from_question=("first_query_from_question", "mean"), tool_calls=("tool_calls", "mean")).round(3)
-    table.loc["all"] = [len(per), *per[["correct", "answered", "retrieved", "retrieved_but_wrong",
-                                        "first_query_from_question", "tool_calls"]].mean().round(3)]
+    table = (
+        per.assign(**{by: keys})
+        .groupby(by)
+        .agg(
+            rollouts=("correct", "size"),
+            accuracy=("correct", "mean"),
+            answered=("answered", "mean"),
+            retrieved=("retrieved", "mean"),
+            retrieved_but_wrong=("retrieved_but_wrong", "mean"),
+            first_query_from_question=("first_query_from_question", "mean"),
+            tool_calls=("tool_calls", "mean"),
+        )
+        .round(3)
+    )
+    table.loc["all"] = [
+        len(per),
+        *per[["correct", "answered", "retrieved", "retrieved_but_wrong", "first_query_from_question", "tool_calls"]]
+        .mean()
+        .round(3),
+    ]
     return table
 
 
@@ -192,12 +219,16 @@ def teacher_forced_scores(model, rows: list[dict[str, Any]]) -> dict[str, float]
             turns += len(spans)
             turns_right += sum(turn_ok)
             trajs_right += all(turn_ok)
-    return {"token_accuracy": round(right / max(tokens, 1), 4), "turn_exact": round(turns_right / max(turns, 1), 4),
-            "trajectory_exact": round(trajs_right / max(len(rows), 1), 4)}
+    return {
+        "token_accuracy": round(right / max(tokens, 1), 4),
+        "turn_exact": round(turns_right / max(turns, 1), 4),
+        "trajectory_exact": round(trajs_right / max(len(rows), 1), 4),
+    }
 
 
-def checkpoint_curve(checkpoints_dir: str | Path, rows: list[dict[str, Any]], max_checkpoints: int | None = None,
-                     device: str = "cpu") -> "Any":
+def checkpoint_curve(
+    checkpoints_dir: str | Path, rows: list[dict[str, Any]], max_checkpoints: int | None = None, device: str = "cpu"
+) -> Any:
     """:func:`teacher_forced_scores` of the ``checkpoint-<step>`` folders in ``checkpoints_dir``, one row per step.
 
     Whether these scores were still rising at the last checkpoint tells if more optimizer steps would help (the
@@ -206,11 +237,8 @@ def checkpoint_curve(checkpoints_dir: str | Path, rows: list[dict[str, Any]], ma
     (a LoRA checkpoint holds an adapter, no ``config.json``, and is skipped).
     """
     import pandas as pd
-    from tqdm.auto import tqdm
     from transformers import AutoModelForCausalLM
     from transformers.utils import logging as hf_logging
-
-    from ..checkpoints import checkpoints
 
     found = [(step, p) for step, p in checkpoints(checkpoints_dir) if (p / "config.json").exists()]
     if max_checkpoints is not None and len(found) > max_checkpoints:

@@ -19,21 +19,25 @@ Unsloth must be imported before transformers and TRL: call :func:`prepare_engine
 
 from __future__ import annotations
 
-import importlib.util
+import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..agent.settings import check_model_agent_settings, write_model_agent_settings
+from ..callbacks import time_limit
 from ..checkpoints import AtomicCheckpoints, ResumePoint, prepare_resume, train_to_end
+from ..distributed import is_main_process, world_size
+from ..env import available
 from ..io import atomic_dir, write_json
-from ..launch import is_main_process, time_limit, world_size
 from .batching import Collator, LengthGroupedSampler, count_units, masked_lm_loss
 from .config import SFTConfig
+from .schedule import budget_scheduler
 
 
 def unsloth_available() -> bool:
-    return importlib.util.find_spec("unsloth") is not None
+    return available("unsloth")
 
 
 def resolve_engine(requested: str = "auto") -> str:
@@ -41,7 +45,9 @@ def resolve_engine(requested: str = "auto") -> str:
     if requested == "trl":
         return "trl"
     if requested == "unsloth" and not unsloth_available():
-        raise RuntimeError("engine='unsloth' but Unsloth is not installed (GPU extra: `make gpu`, or the .venv-unsloth env)")
+        raise RuntimeError(
+            "engine='unsloth' but Unsloth is not installed (GPU extra: `make gpu`, or the .venv-unsloth env)"
+        )
     if requested not in ("auto", "unsloth"):
         raise ValueError(f"engine={requested!r}: expected auto | unsloth | trl")
     return "unsloth" if unsloth_available() else "trl"
@@ -105,7 +111,13 @@ def load_model(model_path: str | Path, cfg: SFTConfig, engine: str):
 
         model = get_peft_model(
             model,
-            LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout, target_modules=list(cfg.lora_target_modules), task_type="CAUSAL_LM"),
+            LoraConfig(
+                r=cfg.lora_r,
+                lora_alpha=cfg.lora_alpha,
+                lora_dropout=cfg.lora_dropout,
+                target_modules=list(cfg.lora_target_modules),
+                task_type="CAUSAL_LM",
+            ),
         )
     return model, tokenizer
 
@@ -126,16 +138,21 @@ def _trainer_class(base):
         def create_scheduler(self, num_training_steps, optimizer=None):
             cfg = self.venus_config
             if cfg.schedule_by_time and self.lr_scheduler is None:
-                from .schedule import budget_scheduler
-
-                self.lr_scheduler = budget_scheduler(optimizer or self.optimizer, cfg.max_time_minutes, self.args.max_steps,
-                                                     cfg.warmup_ratio, cfg.min_lr_ratio)
+                self.lr_scheduler = budget_scheduler(
+                    optimizer or self.optimizer,
+                    cfg.max_time_minutes,
+                    self.args.max_steps,
+                    cfg.warmup_ratio,
+                    cfg.min_lr_ratio,
+                )
                 self._created_lr_scheduler = True
             return super().create_scheduler(num_training_steps, optimizer)
 
         def _get_train_sampler(self, *args, **kwargs):
             if self.venus_config.batching == "grouped":
-                return LengthGroupedSampler(self.train_dataset["length"], self.args.per_device_train_batch_size, seed=self.args.seed)
+                return LengthGroupedSampler(
+                    self.train_dataset["length"], self.args.per_device_train_batch_size, seed=self.args.seed
+                )
             return super()._get_train_sampler(*args, **kwargs)
 
         def get_batch_samples(self, epoch_iterator, num_batches, *args, **kwargs):
@@ -145,14 +162,18 @@ def _trainer_class(base):
             if world > 1:  # the step's units over all processes; DDP/FSDP/ZeRO average the gradients over `world`
                 import torch
 
-                units = float(self.accelerator.reduce(torch.tensor(units, device=self.accelerator.device), "sum")) / world
+                units = (
+                    float(self.accelerator.reduce(torch.tensor(units, device=self.accelerator.device), "sum")) / world
+                )
             self._step_units = units or None
             return batches, num_items
 
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
             denominator = None
             if model.training and self._step_units:
-                steps = getattr(self, "current_gradient_accumulation_steps", None) or self.args.gradient_accumulation_steps
+                steps = (
+                    getattr(self, "current_gradient_accumulation_steps", None) or self.args.gradient_accumulation_steps
+                )
                 denominator = self._step_units / steps
             loss, stats = masked_lm_loss(model, inputs, self.venus_config.loss_weighting, denominator)
             if model.training:
@@ -192,19 +213,22 @@ class SFTResult:
     resumed_from: str | None = None
 
     @classmethod
-    def from_dir(cls, out_dir: str | Path, engine: str, finetuning: str = "full") -> "SFTResult":
+    def from_dir(cls, out_dir: str | Path, engine: str, finetuning: str = "full") -> SFTResult:
         """The result of a run that trained in other processes (``accelerate.notebook_launcher``), from its files."""
-        import json
-
         out_dir = Path(out_dir)
         history = json.loads((out_dir / "train_history.json").read_text(encoding="utf-8"))
         logs = [h for h in history if "loss" in h]
         ends = [h for h in history if "train_runtime" in h]
-        return cls(engine=engine, out_dir=out_dir, model_dir=out_dir / "model" if (out_dir / "model").is_dir() else None,
-                   adapter_dir=out_dir / "adapter" if finetuning == "lora" else None, history=history,
-                   steps=max((h.get("step", 0) for h in history), default=0),
-                   wall_s=float(ends[-1]["train_runtime"]) if ends else 0.0,
-                   tokens_seen=int(logs[-1].get("tokens_seen", 0)) if logs else 0)
+        return cls(
+            engine=engine,
+            out_dir=out_dir,
+            model_dir=out_dir / "model" if (out_dir / "model").is_dir() else None,
+            adapter_dir=out_dir / "adapter" if finetuning == "lora" else None,
+            history=history,
+            steps=max((h.get("step", 0) for h in history), default=0),
+            wall_s=float(ends[-1]["train_runtime"]) if ends else 0.0,
+            tokens_seen=int(logs[-1].get("tokens_seen", 0)) if logs else 0,
+        )
 
     @property
     def train_logs(self) -> list[dict[str, Any]]:
@@ -247,8 +271,10 @@ def batch_split(cfg: SFTConfig, processes: int) -> tuple[int, int]:
     share = cfg.global_batch_size // processes
     micro = next(m for m in range(min(cfg.micro_batch_size, share), 0, -1) if share % m == 0)
     if micro != cfg.micro_batch_size and is_main_process():
-        print(f"[sft] micro_batch_size {cfg.micro_batch_size} does not divide the {share} trajectories per process of "
-              f"global_batch_size {cfg.global_batch_size} on {processes} processes: using micro-batches of {micro}")
+        print(
+            f"[sft] micro_batch_size {cfg.micro_batch_size} does not divide the {share} trajectories per process of "
+            f"global_batch_size {cfg.global_batch_size} on {processes} processes: using micro-batches of {micro}"
+        )
     return micro, share // micro
 
 
@@ -294,8 +320,16 @@ def _training_args(cfg: SFTConfig, out_dir: Path, has_eval: bool, engine: str):
     return TRLConfig(**kwargs)
 
 
-def export_model(model, tokenizer, out_dir: str | Path, engine: str, finetuning: str, merged: bool = True,
-                 state_dict: dict | None = None, agent_settings: dict | None = None) -> tuple[Path | None, Path | None]:
+def export_model(
+    model,
+    tokenizer,
+    out_dir: str | Path,
+    engine: str,
+    finetuning: str,
+    merged: bool = True,
+    state_dict: dict | None = None,
+    agent_settings: dict | None = None,
+) -> tuple[Path | None, Path | None]:
     """Write ``adapter/`` (LoRA only) and ``model/`` (merged, bfloat16). Returns ``(model_dir, adapter_dir)``.
 
     ``state_dict``: the full weights gathered from a sharded engine (FSDP / ZeRO-3, full fine-tuning).
@@ -303,8 +337,6 @@ def export_model(model, tokenizer, out_dir: str | Path, engine: str, finetuning:
     the agent limits to run the model with, written as ``venus_agent.json`` into each folder (the agent CLI, the
     demo and notebooks 05/06 read it: :func:`venus_utils.agent.settings.model_agent_settings`)."""
     import torch
-
-    from ..agent.settings import write_model_agent_settings
 
     out_dir = Path(out_dir)
     adapter_dir = model_dir = None
@@ -323,7 +355,9 @@ def export_model(model, tokenizer, out_dir: str | Path, engine: str, finetuning:
             else:
                 base = model.merge_and_unload() if finetuning == "lora" else model
                 if state_dict is not None and finetuning != "lora":
-                    state_dict = {k: v.to(torch.bfloat16) if v.is_floating_point() else v for k, v in state_dict.items()}
+                    state_dict = {
+                        k: v.to(torch.bfloat16) if v.is_floating_point() else v for k, v in state_dict.items()
+                    }
                     base.save_pretrained(tmp, state_dict=state_dict)
                 else:
                     base.to(torch.bfloat16).save_pretrained(tmp)
@@ -339,32 +373,51 @@ def _param_device(model) -> str:
 
 
 # SFTConfig fields that may change when a run is resumed (limits, logging, where and how it runs)
-RESUMABLE_FIELDS = {"engine", "gradient_checkpointing", "num_train_epochs", "max_steps", "max_time_minutes",
-                    "logging_steps", "save_steps", "save_total_limit", "eval_steps", "resume", "device",
-                    "num_threads", "export_merged"}
+RESUMABLE_FIELDS = {
+    "engine",
+    "gradient_checkpointing",
+    "num_train_epochs",
+    "max_steps",
+    "max_time_minutes",
+    "logging_steps",
+    "save_steps",
+    "save_total_limit",
+    "eval_steps",
+    "resume",
+    "device",
+    "num_threads",
+    "export_merged",
+}
 
 
 def resume_settings(cfg: SFTConfig, model_path: str | Path, train_rows: list[dict[str, Any]]) -> dict[str, Any]:
     """What defines an SFT run, for :func:`venus_utils.checkpoints.guard_resume`: the config without
     :data:`RESUMABLE_FIELDS`, the base model and the size of the training data."""
-    from dataclasses import asdict
-
     kept = {k: v for k, v in asdict(cfg).items() if k not in RESUMABLE_FIELDS}
-    return {**kept, "base_model": str(model_path), "train_rows": len(train_rows),
-            "train_tokens": sum(int(r["length"]) for r in train_rows)}
+    return {
+        **kept,
+        "base_model": str(model_path),
+        "train_rows": len(train_rows),
+        "train_tokens": sum(int(r["length"]) for r in train_rows),
+    }
 
 
 def _exported_after(out_dir: Path, cfg: SFTConfig, checkpoint: str) -> bool:
     """Whether the exported folders exist and are newer than ``checkpoint`` (a finished run rerun: nothing to do)."""
-    wanted = ([out_dir / "model"] if cfg.export_merged else []) + ([out_dir / "adapter"] if cfg.finetuning == "lora" else [])
+    wanted = ([out_dir / "model"] if cfg.export_merged else []) + (
+        [out_dir / "adapter"] if cfg.finetuning == "lora" else []
+    )
     made = Path(checkpoint).stat().st_mtime
     return all(p.is_dir() and p.stat().st_mtime >= made for p in wanted)
 
 
 def finish_limits(cfg: SFTConfig) -> dict[str, Any]:
     """The limits under which an SFT run ends (a rerun under the same limits after it ended trains nothing)."""
-    return {"max_steps": cfg.max_steps, "max_time_minutes": cfg.max_time_minutes,
-            "num_train_epochs": cfg.num_train_epochs}
+    return {
+        "max_steps": cfg.max_steps,
+        "max_time_minutes": cfg.max_time_minutes,
+        "num_train_epochs": cfg.num_train_epochs,
+    }
 
 
 def train_sft(
@@ -383,8 +436,6 @@ def train_sft(
     (:func:`export_model`); a finished run rerun with it only (re)writes that file."""
     import torch
 
-    from ..agent.settings import check_model_agent_settings, write_model_agent_settings
-
     if not train_rows:
         raise ValueError("no training rows (did every trajectory get dropped? see the ExampleSet stats)")
     if agent_settings is not None:
@@ -399,7 +450,10 @@ def train_sft(
     trainer_cls = _trainer_class(SFTTrainer)
     too_long = [r["length"] for r in train_rows if r["length"] > cfg.max_length]
     if too_long:
-        raise ValueError(f"{len(too_long)} training rows exceed max_length={cfg.max_length} (longest {max(too_long)}); build them with that max_length")
+        raise ValueError(
+            f"{len(too_long)} training rows exceed max_length={cfg.max_length} (longest {max(too_long)}); "
+            "build them with that max_length"
+        )
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     trainer = trainer_cls(
         model=model,
@@ -414,8 +468,14 @@ def train_sft(
     checkpoints_dir = out_dir / "checkpoints"
     point = ResumePoint()
     if cfg.resume:
-        point = prepare_resume(checkpoints_dir, resume_settings(cfg, model_path, train_rows), root=out_dir.parent,
-                               max_steps=cfg.max_steps, limits=finish_limits(cfg), main_process=is_main_process())
+        point = prepare_resume(
+            checkpoints_dir,
+            resume_settings(cfg, model_path, train_rows),
+            root=out_dir.parent,
+            max_steps=cfg.max_steps,
+            limits=finish_limits(cfg),
+            main_process=is_main_process(),
+        )
     t0 = time.perf_counter()
     train_to_end(trainer, point, checkpoints_dir, cfg.max_steps, finish_limits(cfg))
     wall = time.perf_counter() - t0
@@ -434,9 +494,16 @@ def train_sft(
                 if folder.is_dir():
                     write_model_agent_settings(folder, agent_settings, "sft")
     elif acc.is_main_process:
-        model_dir, adapter_dir = export_model(acc.unwrap_model(trainer.model), tokenizer, out_dir, engine, cfg.finetuning,
-                                              merged=cfg.export_merged, state_dict=state_dict,
-                                              agent_settings=agent_settings)
+        model_dir, adapter_dir = export_model(
+            acc.unwrap_model(trainer.model),
+            tokenizer,
+            out_dir,
+            engine,
+            cfg.finetuning,
+            merged=cfg.export_merged,
+            state_dict=state_dict,
+            agent_settings=agent_settings,
+        )
     acc.wait_for_everyone()
     if model_dir is None and adapter_dir is None:  # another process wrote them, or an earlier run did
         model_dir = out_dir / "model" if cfg.export_merged else None
@@ -457,9 +524,15 @@ def train_sft(
     return result
 
 
-def launch_sft(num_processes: int, cfg: SFTConfig, model_path: str | Path, train_rows: list[dict[str, Any]],
-               out_dir: str | Path, val_rows: list[dict[str, Any]] | None = None,
-               agent_settings: dict[str, Any] | None = None) -> SFTResult:
+def launch_sft(
+    num_processes: int,
+    cfg: SFTConfig,
+    model_path: str | Path,
+    train_rows: list[dict[str, Any]],
+    out_dir: str | Path,
+    val_rows: list[dict[str, Any]] | None = None,
+    agent_settings: dict[str, Any] | None = None,
+) -> SFTResult:
     """:func:`train_sft` in ``num_processes`` data-parallel processes started by ``accelerate.notebook_launcher``
     (from a notebook: forked processes, so CUDA must not be in use yet; CPUs train over gloo); 1 = this process.
 
@@ -469,6 +542,7 @@ def launch_sft(num_processes: int, cfg: SFTConfig, model_path: str | Path, train
         return train_sft(cfg, model_path, train_rows, out_dir, val_rows=val_rows, agent_settings=agent_settings)
     from accelerate import notebook_launcher
 
-    notebook_launcher(train_sft, (cfg, model_path, train_rows, out_dir, val_rows, None, agent_settings),
-                      num_processes=num_processes)
+    notebook_launcher(
+        train_sft, (cfg, model_path, train_rows, out_dir, val_rows, None, agent_settings), num_processes=num_processes
+    )
     return SFTResult.from_dir(out_dir, resolve_engine(cfg.engine), cfg.finetuning)

@@ -14,6 +14,17 @@ from .toolbox import Toolbox, make_toolbox
 from .visit import JinaVisit, LocalVisit, select_sentences
 
 __all__ = [
-    "DiskCache", "JinaVisit", "LocalSearch", "LocalVisit", "SearchHit", "SerperSearch", "Toolbox", "make_snippet",
-    "make_toolbox", "model_search_text", "raw_search_text", "select_sentences", "serper_raw_text",
+    "DiskCache",
+    "JinaVisit",
+    "LocalSearch",
+    "LocalVisit",
+    "SearchHit",
+    "SerperSearch",
+    "Toolbox",
+    "make_snippet",
+    "make_toolbox",
+    "model_search_text",
+    "raw_search_text",
+    "select_sentences",
+    "serper_raw_text",
 ]

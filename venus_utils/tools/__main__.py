@@ -16,8 +16,9 @@ from .toolbox import Toolbox, make_toolbox
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m venus_utils.tools", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m venus_utils.tools", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="tool", required=True)
     s = sub.add_parser("search")
     s.add_argument("queries", nargs="+")
@@ -40,9 +41,13 @@ def main(argv: list[str] | None = None) -> int:
     knobs = {"top_k": args.top_k} if args.top_k else {}
     backend = "local" if args.backend == "local" else "web"
     if backend == "local" and not args.world:
-        parser.error("the local backend needs --world DIR (build one with `python -m venus_utils.world build --out DIR`)")
+        parser.error(
+            "the local backend needs --world DIR (build one with `python -m venus_utils.world build --out DIR`)"
+        )
     try:
-        box: Toolbox = make_toolbox(backend, world_dir=args.world, timeout=args.timeout, cache_dir=args.cache_dir, **knobs)
+        box: Toolbox = make_toolbox(
+            backend, world_dir=args.world, timeout=args.timeout, cache_dir=args.cache_dir, **knobs
+        )
     except (OSError, ValueError) as exc:  # a missing or malformed world folder, a cache folder that is a file
         parser.error(str(exc))
     arguments = {"query": args.queries} if args.tool == "search" else {"url": args.urls, "goal": args.goal}

@@ -14,9 +14,10 @@ import asyncio
 import hashlib
 import json
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import httpx
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential, wait_random
@@ -63,7 +64,9 @@ def describe_error(exc: BaseException) -> str:
     return redact(text)
 
 
-async def _bounded_send(client: httpx.AsyncClient, method: str, url: str, max_bytes: int, **kwargs: Any) -> httpx.Response:
+async def _bounded_send(
+    client: httpx.AsyncClient, method: str, url: str, max_bytes: int, **kwargs: Any
+) -> httpx.Response:
     """The response with its body read in full, or :class:`ToolFailure` once the body passes ``max_bytes``."""
     async with client.stream(method, url, **kwargs) as response:
         body = bytearray()
@@ -72,8 +75,11 @@ async def _bounded_send(client: httpx.AsyncClient, method: str, url: str, max_by
             if len(body) > max_bytes:
                 raise ToolFailure(f"the response is larger than {max_bytes} bytes")
     # ``body`` is already decoded: drop the transfer headers that described the encoded stream
-    headers = [(k, v) for k, v in response.headers.multi_items()
-               if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
+    headers = [
+        (k, v)
+        for k, v in response.headers.multi_items()
+        if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")
+    ]
     return httpx.Response(response.status_code, headers=headers, content=bytes(body), request=response.request)
 
 
@@ -105,7 +111,8 @@ async def request(
     async for attempt in retrying:
         with attempt:
             response = await asyncio.wait_for(
-                _bounded_send(client, method, url, max_bytes, timeout=timeout, **kwargs), timeout)
+                _bounded_send(client, method, url, max_bytes, timeout=timeout, **kwargs), timeout
+            )
             if response.status_code in RETRY_STATUS:
                 raise TransientError(f"HTTP {response.status_code}")
             response.raise_for_status()
@@ -126,7 +133,9 @@ class DiskCache:
     def __init__(self, folder: str | Path | None):
         self.folder = Path(folder) if folder else None
         if self.folder is not None and self.folder.exists() and not self.folder.is_dir():
-            raise NotADirectoryError(f"cache folder is a file: {self.folder} (expected a folder; a missing one is created)")
+            raise NotADirectoryError(
+                f"cache folder is a file: {self.folder} (expected a folder; a missing one is created)"
+            )
 
     def _path(self, key: Any) -> Path:
         digest = hashlib.sha256(json.dumps(key, sort_keys=True, ensure_ascii=False).encode()).hexdigest()

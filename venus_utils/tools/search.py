@@ -14,9 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+import numpy as np
 
 from .. import protocol
 from ..env import secret
+from ..world_store import load_pages, load_world_meta
 from .common import MAX_RESPONSE_BYTES, DiskCache, SearchHit, ToolFailure, describe_error, json_body, request, words
 
 SERPER_URL = "https://google.serper.dev/search"
@@ -80,9 +82,7 @@ class LocalSearch:
         self._memo: dict[str, list[SearchHit]] = {}
 
     @classmethod
-    def from_world(cls, world_dir: str | Path, **overrides) -> "LocalSearch":
-        from ..world import load_pages, load_world_meta
-
+    def from_world(cls, world_dir: str | Path, **overrides) -> LocalSearch:
         settings = {**load_world_meta(world_dir).get("tools", {}).get("search", {}), **overrides}
         return cls(load_pages(world_dir), **{k: v for k, v in settings.items() if k in ("top_k", "snippet_chars")})
 
@@ -90,7 +90,6 @@ class LocalSearch:
         """The top hits for one query (memoised); no hit has a zero score."""
         if query in self._memo:
             return self._memo[query]
-        import numpy as np
 
         hits: list[SearchHit] = []
         tokens = [t for t in words(query) if self._bm25 is not None and t in self._vocab]
@@ -156,8 +155,15 @@ class SerperSearch:
         if not api_key:
             raise ToolFailure("SERPER_KEY_ID is not set")
         data = await request(
-            client, "POST", self.api_url, json=self.payload(query, self.top_k), timeout=self.timeout,
-            attempts=self.attempts, backoff=self.backoff, max_bytes=self.max_bytes, parse=json_body,
+            client,
+            "POST",
+            self.api_url,
+            json=self.payload(query, self.top_k),
+            timeout=self.timeout,
+            attempts=self.attempts,
+            backoff=self.backoff,
+            max_bytes=self.max_bytes,
+            parse=json_body,
             headers={"X-API-KEY": api_key, "Content-Type": "application/json"},
         )
         if not isinstance(data, dict):
@@ -165,8 +171,15 @@ class SerperSearch:
         hits = []
         for page in (data.get("organic") or [])[: self.top_k]:
             if isinstance(page, dict) and page.get("title") and page.get("link"):
-                hits.append(SearchHit(str(page["title"]), str(page["link"]), str(page.get("snippet", "")),
-                                      str(page.get("date", "")), str(page.get("source", ""))))
+                hits.append(
+                    SearchHit(
+                        str(page["title"]),
+                        str(page["link"]),
+                        str(page.get("snippet", "")),
+                        str(page.get("date", "")),
+                        str(page.get("source", "")),
+                    )
+                )
         self._cache.set(key, [h.to_dict() for h in hits])
         return hits
 

@@ -3,7 +3,8 @@
 Used by the reliability tests and ``benchmarks/bench_tools.py``; also handy to try the web backends offline::
 
     with StubServer(latency_s=0.2) as stub:
-        SerperSearch(api_url=stub.url + "/search"); JinaVisit(reader_url=stub.url + "/reader", api_base=stub.url + "/v1")
+        SerperSearch(api_url=stub.url + "/search")
+        JinaVisit(reader_url=stub.url + "/reader", api_base=stub.url + "/v1")
 
 A fault is chosen by a keyword inside the search query, the visited URL or the visit goal:
 ``hang`` (no answer for ``hang_s``), ``http429`` (429 twice, then fine), ``http500`` (always 500),
@@ -26,7 +27,7 @@ from urllib.parse import unquote
 
 
 class _Handler(BaseHTTPRequestHandler):
-    server: "_Server"
+    server: _Server
 
     def log_message(self, *args):  # keep test output quiet
         pass
@@ -54,8 +55,19 @@ class _Handler(BaseHTTPRequestHandler):
             stub.hits[key] += 1
             n = stub.hits[key]
         time.sleep(stub.latency_s)
-        for fault in ("hang", "http429", "http500", "http503once", "badjson", "slowbody", "noresults", "emptypage",
-                      "badsummaryonce", "badsummary", "leakkey"):
+        for fault in (
+            "hang",
+            "http429",
+            "http500",
+            "http503once",
+            "badjson",
+            "slowbody",
+            "noresults",
+            "emptypage",
+            "badsummaryonce",
+            "badsummary",
+            "leakkey",
+        ):
             if fault in key:
                 if fault == "hang":
                     time.sleep(stub.hang_s)
@@ -88,14 +100,16 @@ class _Handler(BaseHTTPRequestHandler):
         prefix = "/reader/"
         if not self.path.startswith(prefix):
             return self._send(404, b"not found", "text/plain")
-        url = unquote(self.path[len(prefix):])
+        url = unquote(self.path[len(prefix) :])
         fault = self._fault("reader:" + url)
         if fault in ("429", "503", "http500"):
             return self._send({"429": 429, "503": 503}.get(fault, 500), b"error", "text/plain")
         if fault == "emptypage":
             return self._send(200, b"", "text/plain")
-        text = (f"Title: {url}\n\nURL Source: {url}\n\nMarkdown Content:\nThis page describes {url}. "
-                f"The company was founded in 1931 by Ada Example. Its headquarters are in Springfield. ")
+        text = (
+            f"Title: {url}\n\nURL Source: {url}\n\nMarkdown Content:\nThis page describes {url}. "
+            f"The company was founded in 1931 by Ada Example. Its headquarters are in Springfield. "
+        )
         if fault == "leakkey":
             text += self.headers.get("Authorization", "")
         self._send(200, text.encode(), "text/plain", slow=fault == "slowbody")
@@ -109,9 +123,16 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(200, b'{"organic": [{"title": "broken"')
         if fault == "noresults":
             return self._send(200, json.dumps({"searchParameters": {"q": q}}).encode())
-        organic = [{"title": f"Result {i} for {q}", "link": f"https://example.org/{q.replace(' ', '-')}/{i}",
-                    "snippet": f"Snippet {i} about {q}.", "date": "Jan 1, 2025", "position": i}
-                   for i in range(1, int(body.get("num", 10)) + 1)]
+        organic = [
+            {
+                "title": f"Result {i} for {q}",
+                "link": f"https://example.org/{q.replace(' ', '-')}/{i}",
+                "snippet": f"Snippet {i} about {q}.",
+                "date": "Jan 1, 2025",
+                "position": i,
+            }
+            for i in range(1, int(body.get("num", 10)) + 1)
+        ]
         if fault == "leakkey":
             organic[0]["snippet"] += " key=" + self.headers.get("X-API-KEY", "")
         self._send(200, json.dumps({"organic": organic}).encode(), slow=fault == "slowbody")
@@ -141,17 +162,28 @@ class _Handler(BaseHTTPRequestHandler):
         if fault in ("badsummary", "badsummaryonce"):
             content = "I could not do that."
         else:
-            content = "```json\n" + json.dumps({"rational": "The page states the founding.",
-                                                "evidence": "The company was founded in 1931 by Ada Example.",
-                                                "summary": f"For the goal '{goal}': founded in 1931 by Ada Example."}) + "\n```"
-        self._send(200, json.dumps({"choices": [{"message": {"role": "assistant", "content": content}}]}).encode(),
-                   slow=fault == "slowbody")
+            content = (
+                "```json\n"
+                + json.dumps(
+                    {
+                        "rational": "The page states the founding.",
+                        "evidence": "The company was founded in 1931 by Ada Example.",
+                        "summary": f"For the goal '{goal}': founded in 1931 by Ada Example.",
+                    }
+                )
+                + "\n```"
+            )
+        self._send(
+            200,
+            json.dumps({"choices": [{"message": {"role": "assistant", "content": content}}]}).encode(),
+            slow=fault == "slowbody",
+        )
 
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
-    stub: "StubServer"
+    stub: StubServer
 
 
 class StubServer:
@@ -171,7 +203,7 @@ class StubServer:
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
-    def __enter__(self) -> "StubServer":
+    def __enter__(self) -> StubServer:
         self._thread.start()
         return self
 

@@ -2,7 +2,7 @@
 
 ``await toolbox.call(name, arguments)`` always returns the text that goes inside ``<tool_response>``: a
 malformed argument, an unknown tool, a timeout or an exception become DR-Venus's error messages, so a
-rollout never crashes on a tool (rl-inference §2 failure cases, §3.3).  ``raw=True`` asks a search for the
+rollout never crashes on a tool, as in DR-Venus's ``dr_agent_loop.py``.  ``raw=True`` asks a search for the
 raw Serper text of REDSearcher trajectories instead; it goes through the same timeout and key masking.
 """
 
@@ -15,6 +15,8 @@ from typing import Any
 
 from ..env import redact
 from ..protocol import ToolCall
+from .search import LocalSearch, SerperSearch
+from .visit import JinaVisit, LocalVisit
 
 SEARCH_ARGS_ERROR = "[Search] Invalid request format: Input must be a JSON object containing 'query' field"
 VISIT_ARGS_ERROR = "[Visit] Invalid request format: Input must be a JSON object containing 'url' and 'goal' fields"
@@ -76,7 +78,7 @@ class Toolbox:
             arguments = {}
         try:
             text = await asyncio.wait_for(self._dispatch(name, arguments, raw), self.timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             self.stats["timeouts"] += 1
             return f"Tool execution timed out after {self.timeout:g} seconds."
         except Exception as exc:  # a tool bug must not end the rollout
@@ -105,9 +107,6 @@ def make_toolbox(
     A missing world folder, or a file in its place, raises FileNotFoundError / NotADirectoryError with a
     message that names the path; so does a cache folder that is a file."""
     if backend == "local":
-        from .search import LocalSearch
-        from .visit import LocalVisit
-
         if world_dir is None:
             raise ValueError("the local tools need world_dir (a folder built by `python -m venus_utils.world build`)")
         hint = f"build one with `python -m venus_utils.world build --out {world_dir}`"
@@ -117,15 +116,17 @@ def make_toolbox(
             raise NotADirectoryError(f"not a world folder: {world_dir} is a file ({hint})")
         search_knobs = {k: knobs[k] for k in ("top_k", "snippet_chars") if k in knobs}
         visit_knobs = {k: knobs[k] for k in ("max_sentences", "with_evidence") if k in knobs}
-        return Toolbox(LocalSearch.from_world(world_dir, **search_knobs), LocalVisit.from_world(world_dir, **visit_knobs),
-                       timeout=timeout)
+        return Toolbox(
+            LocalSearch.from_world(world_dir, **search_knobs),
+            LocalVisit.from_world(world_dir, **visit_knobs),
+            timeout=timeout,
+        )
     if backend in ("web", "serper", "jina"):
-        from .search import SerperSearch
-        from .visit import JinaVisit
-
         cache = str(cache_dir) if cache_dir else None
         shared = {k: knobs[k] for k in ("attempts", "backoff", "max_bytes") if k in knobs}
-        search = SerperSearch(cache_dir=cache, top_k=knobs.get("top_k", 10), timeout=knobs.get("http_timeout", 30.0), **shared)
+        search = SerperSearch(
+            cache_dir=cache, top_k=knobs.get("top_k", 10), timeout=knobs.get("http_timeout", 30.0), **shared
+        )
         visit = JinaVisit(cache_dir=cache, timeout=knobs.get("http_timeout", 60.0), **shared)
         return Toolbox(search, visit, timeout=timeout)
     raise ValueError(f"unknown tool backend {backend!r}: expected 'local' or 'web'")

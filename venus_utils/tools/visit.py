@@ -21,8 +21,17 @@ import httpx
 
 from .. import protocol
 from ..env import secret
-from .common import (MAX_RESPONSE_BYTES, DiskCache, ToolFailure, TransientError, describe_error, json_body, request,
-                     words)
+from ..world_store import load_pages, load_world_meta
+from .common import (
+    MAX_RESPONSE_BYTES,
+    DiskCache,
+    ToolFailure,
+    TransientError,
+    describe_error,
+    json_body,
+    request,
+    words,
+)
 
 JINA_URL = "https://r.jina.ai"
 _SENTENCE_RE = re.compile(r"(?<=[.!?])\s+")
@@ -38,7 +47,8 @@ EXTRACTOR_PROMPT = """Read the webpage content below with the user's goal in min
 
 ## Task
 1. "rational": say which sections or data of the page relate directly to the goal.
-2. "evidence": copy the most relevant information, keeping its original wording and context; it may run over several paragraphs, and nothing important may be left out.
+2. "evidence": copy the most relevant information, keeping its original wording and context; it may run over \
+several paragraphs, and nothing important may be left out.
 3. "summary": write one concise, logically ordered paragraph of what was found and how far it answers the goal.
 
 Reply with one JSON object with exactly the keys "rational", "evidence" and "summary"."""
@@ -81,11 +91,11 @@ class LocalVisit:
         self.max_sentences, self.with_evidence = max_sentences, with_evidence
 
     @classmethod
-    def from_world(cls, world_dir: str | Path, **overrides) -> "LocalVisit":
-        from ..world import load_pages, load_world_meta
-
+    def from_world(cls, world_dir: str | Path, **overrides) -> LocalVisit:
         settings = {**load_world_meta(world_dir).get("tools", {}).get("visit", {}), **overrides}
-        return cls(load_pages(world_dir), **{k: v for k, v in settings.items() if k in ("max_sentences", "with_evidence")})
+        return cls(
+            load_pages(world_dir), **{k: v for k, v in settings.items() if k in ("max_sentences", "with_evidence")}
+        )
 
     def visit_one(self, url: str, goal: str) -> str:
         page = self.by_url.get(_normalise_url(url))
@@ -146,8 +156,16 @@ class JinaVisit:
     async def fetch(self, client: httpx.AsyncClient, url: str) -> str:
         key = self.jina_key or secret("JINA_API_KEYS")
         headers = {"Authorization": f"Bearer {key.split(',')[0].strip()}"} if key else {}
-        response = await request(client, "GET", f"{self.reader_url}/{url}", headers=headers, timeout=self.timeout,
-                                 attempts=self.attempts, backoff=self.backoff, max_bytes=self.max_bytes)
+        response = await request(
+            client,
+            "GET",
+            f"{self.reader_url}/{url}",
+            headers=headers,
+            timeout=self.timeout,
+            attempts=self.attempts,
+            backoff=self.backoff,
+            max_bytes=self.max_bytes,
+        )
         text = response.text
         if not text.strip() or text.startswith(_FAILED_PREFIXES) or text == "[visit] Empty content.":
             raise ToolFailure("the reader returned no content")
@@ -158,12 +176,24 @@ class JinaVisit:
         page = page[: self.max_page_chars]
         last: Exception = ToolFailure("no extractor attempt")
         for _ in range(max(1, self.extractor_attempts)):
-            body = {"model": self.model, "temperature": self.temperature,
-                    "messages": [{"role": "user", "content": EXTRACTOR_PROMPT.format(webpage_content=page, goal=goal)}]}
+            body = {
+                "model": self.model,
+                "temperature": self.temperature,
+                "messages": [{"role": "user", "content": EXTRACTOR_PROMPT.format(webpage_content=page, goal=goal)}],
+            }
             try:
-                data = await request(client, "POST", f"{self.api_base.rstrip('/')}/chat/completions", json=body,
-                                     headers=headers, timeout=self.timeout, attempts=self.attempts,
-                                     backoff=self.backoff, max_bytes=self.max_bytes, parse=json_body)
+                data = await request(
+                    client,
+                    "POST",
+                    f"{self.api_base.rstrip('/')}/chat/completions",
+                    json=body,
+                    headers=headers,
+                    timeout=self.timeout,
+                    attempts=self.attempts,
+                    backoff=self.backoff,
+                    max_bytes=self.max_bytes,
+                    parse=json_body,
+                )
                 return parse_extractor_reply(str(data["choices"][0]["message"]["content"] or ""))
             except (ToolFailure, KeyError, IndexError, TypeError) as exc:
                 last = exc
@@ -181,8 +211,10 @@ class JinaVisit:
                 found = await self.extract(client, page, goal)
                 text = protocol.visit_result_text(url, goal, str(found["summary"]), str(found.get("evidence", "")))
             else:
-                text = protocol.visit_result_text(url, goal, " ".join(select_sentences(page, goal, self.max_sentences)))
-        except (ToolFailure, TransientError, httpx.HTTPError, asyncio.TimeoutError, ValueError) as exc:
+                text = protocol.visit_result_text(
+                    url, goal, " ".join(select_sentences(page, goal, self.max_sentences))
+                )
+        except (TimeoutError, ToolFailure, TransientError, httpx.HTTPError, ValueError) as exc:
             return protocol.visit_failed_text(url, goal) + f"\n[visit error: {describe_error(exc)}]"
         self._cache.set(key, text)
         return text

@@ -2,8 +2,11 @@
 
 ``build_world(out_dir, seed=0, size="small", **knobs)`` (knobs: :class:`WorldConfig`), or
 ``python -m venus_utils.world build --out DIR --seed N --size small``.
+
+This package builds worlds; reading one (``load_pages``, ``load_world_meta``, ``load_world_questions``) is
+:mod:`venus_utils.world_store`, which sits below the tools that the builder runs.
 """
 
-from .build import WorldConfig, build_world, load_pages, load_world_meta, load_world_questions
+from .build import WorldConfig, build_world
 
-__all__ = ["WorldConfig", "build_world", "load_pages", "load_world_meta", "load_world_questions"]
+__all__ = ["WorldConfig", "build_world"]

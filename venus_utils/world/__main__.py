@@ -28,9 +28,17 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--visit-policy", default="always", choices=["always", "needed"])
     b.add_argument("--max-trajectories", type=int, default=None)
     args = parser.parse_args(argv)
-    settings = dict(seed=args.seed, size=args.size, n_worlds=args.n_worlds, heldout_worlds=args.heldout_worlds,
-                    search_top_k=args.top_k, snippet_chars=args.snippet_chars, visit_max_sentences=args.visit_sentences,
-                    visit_policy=args.visit_policy, max_trajectories=args.max_trajectories)
+    settings = dict(
+        seed=args.seed,
+        size=args.size,
+        n_worlds=args.n_worlds,
+        heldout_worlds=args.heldout_worlds,
+        search_top_k=args.top_k,
+        snippet_chars=args.snippet_chars,
+        visit_max_sentences=args.visit_sentences,
+        visit_policy=args.visit_policy,
+        max_trajectories=args.max_trajectories,
+    )
     try:
         WorldConfig(**settings)
     except ValueError as exc:

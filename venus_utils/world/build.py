@@ -5,6 +5,8 @@ Layout (the run-folder contract): ``pages.jsonl``, ``qa/{train,val,test}.parquet
 DR-Venus's ``RL/data/test.parquet``), ``trajectories/train-NNNNN.parquet`` (raw REDSearcher schema: ``meta``
 {question, answer}, ``messages`` without a system message, tool results as role ``user`` with raw Serper
 text, ``system_prompt``), ``trajectory_noise.jsonl`` (the noise injected in each row) and ``world.json``.
+The file names and the readers of the folder live in :mod:`venus_utils.world_store` (below the tools, which the
+builder runs).
 """
 
 from __future__ import annotations
@@ -15,10 +17,15 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 from tqdm.auto import tqdm
 
 from .. import protocol
-from ..io import atomic_path, read_json, write_json, write_jsonl
+from ..io import atomic_path, write_json, write_jsonl
+from ..tools.search import LocalSearch
+from ..tools.visit import LocalVisit
+from ..world_store import META_FILE, NOISE_FILE, PAGES_FILE, TRAJECTORIES_DIR, heldout_subworld, qa_path
 from .expert import NOISE_KINDS, Expert, NoiseLog, inject_noise
 from .graph import SIZES, NameMaker, build_graph
 from .questions import make_questions
@@ -48,7 +55,9 @@ class WorldConfig:
     visit_max_sentences: int = 2  # sentences a local visit returns
     visit_with_evidence: bool = False  # local visit also returns the whole page as "Evidence in page"
     visit_policy: str = "always"  # expert: visit every hop's page | "needed": only when the snippet lacks the fact
-    noise: dict = field(default_factory=lambda: {"duplicate": 0.08, "malformed": 0.05, "disallowed": 0.05, "wrong_answer": 0.05})
+    noise: dict = field(
+        default_factory=lambda: {"duplicate": 0.08, "malformed": 0.05, "disallowed": 0.05, "wrong_answer": 0.05}
+    )
     query_string_rate: float = 0.10  # expert search calls with a plain-string query (valid; the cleaner normalises)
     max_trajectories: int | None = None  # cap on expert trajectories (None: one per train question)
     shard_size: int = 10_000  # rows per trajectory parquet shard
@@ -72,11 +81,6 @@ def _unit(*parts) -> float:
     return int.from_bytes(digest[:8], "big") / 2**64
 
 
-def heldout_subworld(world: int, n_worlds: int, heldout_worlds: int) -> bool:
-    """Whether sub-world ``world`` is held out: the last ``heldout_worlds`` have no training questions."""
-    return world >= n_worlds - heldout_worlds
-
-
 def _split(cfg: WorldConfig, q) -> str:
     u = _unit(cfg.seed, "split", q.chain[0].id)
     if heldout_subworld(q.world, cfg.n_worlds, cfg.heldout_worlds):
@@ -89,51 +93,59 @@ def _split(cfg: WorldConfig, q) -> str:
 
 
 def _qa_table(rows: list[dict]):
-    import pyarrow as pa
-
-    schema = pa.schema([
-        ("data_source", pa.string()),
-        ("prompt", pa.list_(pa.struct([("content", pa.string()), ("role", pa.string())]))),
-        ("ability", pa.string()),
-        ("reward_model", pa.struct([("ground_truth", pa.string()), ("style", pa.string())])),
-        ("extra_info", pa.struct([("index", pa.string()), ("split", pa.string()), ("template", pa.string()),
-                                  ("hops", pa.int32()), ("world", pa.int32())])),
-    ])
+    schema = pa.schema(
+        [
+            ("data_source", pa.string()),
+            ("prompt", pa.list_(pa.struct([("content", pa.string()), ("role", pa.string())]))),
+            ("ability", pa.string()),
+            ("reward_model", pa.struct([("ground_truth", pa.string()), ("style", pa.string())])),
+            (
+                "extra_info",
+                pa.struct(
+                    [
+                        ("index", pa.string()),
+                        ("split", pa.string()),
+                        ("template", pa.string()),
+                        ("hops", pa.int32()),
+                        ("world", pa.int32()),
+                    ]
+                ),
+            ),
+        ]
+    )
     return pa.Table.from_pylist(rows, schema=schema)
 
 
 def _trajectory_table(rows: list[dict]):
-    import pyarrow as pa
-
-    schema = pa.schema([
-        ("meta", pa.struct([("question", pa.string()), ("answer", pa.string())])),
-        ("messages", pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))),
-        ("system_prompt", pa.string()),
-    ])
+    schema = pa.schema(
+        [
+            ("meta", pa.struct([("question", pa.string()), ("answer", pa.string())])),
+            ("messages", pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))),
+            ("system_prompt", pa.string()),
+        ]
+    )
     return pa.Table.from_pylist(rows, schema=schema)
 
 
 def _write_parquet(path: Path, table) -> None:
-    import pyarrow.parquet as pq
-
     with atomic_path(path) as tmp:
         pq.write_table(table, tmp)
 
 
 def build_world(out_dir: str | Path, seed: int = 0, size: str = "small", progress: bool = True, **knobs) -> dict:
     """Generate the world into ``out_dir`` and return its ``world.json`` content (see the module docstring)."""
-    from ..tools.search import LocalSearch
-    from ..tools.visit import LocalVisit
-
     cfg = WorldConfig(seed=seed, size=size, **knobs)
     out, t0 = Path(out_dir), time.perf_counter()
     names = NameMaker(random.Random(f"{seed}-names"))
     entities, pages = [], []
     for w in range(cfg.n_worlds):
-        ents, trivia = build_graph(w, SIZES[cfg.size], random.Random(f"{seed}-graph-{w}"), names,
-                                   cfg.namesake_rate, cfg.distractor_rate)
+        ents, trivia = build_graph(
+            w, SIZES[cfg.size], random.Random(f"{seed}-graph-{w}"), names, cfg.namesake_rate, cfg.distractor_rate
+        )
         entities += ents
-        pages += [{"url": e.url, "title": e.name, "text": e.text, "id": e.id, "type": e.type, "world": e.world} for e in ents]
+        pages += [
+            {"url": e.url, "title": e.name, "text": e.text, "id": e.id, "type": e.type, "world": e.world} for e in ents
+        ]
         pages += trivia
     by_id = {e.id: e for e in entities}
     questions = make_questions(entities, by_id, cfg.min_hops, cfg.max_hops)
@@ -154,11 +166,23 @@ def build_world(out_dir: str | Path, seed: int = 0, size: str = "small", progres
         split = _split(cfg, q)
         qa[split].append((q, msgs, n))
     for split, items in qa.items():
-        rows = [{"data_source": DATA_SOURCE, "prompt": [{"content": q.text, "role": "user"}], "ability": ABILITY,
-                 "reward_model": {"ground_truth": protocol.ANSWER_SPLIT.join(q.aliases), "style": "rule"},
-                 "extra_info": {"index": f"{DATA_SOURCE}_{seed}_{n}", "split": split, "template": q.template,
-                                "hops": q.hops, "world": q.world}} for q, _, n in items]
-        _write_parquet(out / "qa" / f"{split}.parquet", _qa_table(rows))
+        rows = [
+            {
+                "data_source": DATA_SOURCE,
+                "prompt": [{"content": q.text, "role": "user"}],
+                "ability": ABILITY,
+                "reward_model": {"ground_truth": protocol.ANSWER_SPLIT.join(q.aliases), "style": "rule"},
+                "extra_info": {
+                    "index": f"{DATA_SOURCE}_{seed}_{n}",
+                    "split": split,
+                    "template": q.template,
+                    "hops": q.hops,
+                    "world": q.world,
+                },
+            }
+            for q, _, n in items
+        ]
+        _write_parquet(qa_path(out, split), _qa_table(rows))
 
     train = qa["train"]
     if cfg.max_trajectories is not None and len(train) > cfg.max_trajectories:
@@ -171,21 +195,29 @@ def build_world(out_dir: str | Path, seed: int = 0, size: str = "small", progres
     log, noise_rows, traj_rows = NoiseLog(), [], []
     sys_prompt = protocol.system_prompt(cfg.current_date)
     for row, (q, msgs, n) in enumerate(train):
-        msgs, kinds = inject_noise(msgs, q, random.Random(f"{seed}-noise-{n}"), cfg.noise, expert,
-                                   sorted(wrong_pools[q.template]) if len(wrong_pools[q.template]) > 1 else wrong_pool_all)
+        msgs, kinds = inject_noise(
+            msgs,
+            q,
+            random.Random(f"{seed}-noise-{n}"),
+            cfg.noise,
+            expert,
+            sorted(wrong_pools[q.template]) if len(wrong_pools[q.template]) > 1 else wrong_pool_all,
+        )
         for k in kinds:
             log.rows[k] += 1
             if k in log.turns:
                 log.turns[k] += 1
         noise_rows.append({"row": row, "index": f"{DATA_SOURCE}_{seed}_{n}", "noise": kinds})
-        traj_rows.append({"meta": {"question": q.text, "answer": q.answer}, "messages": msgs, "system_prompt": sys_prompt})
+        traj_rows.append(
+            {"meta": {"question": q.text, "answer": q.answer}, "messages": msgs, "system_prompt": sys_prompt}
+        )
     shards = []
     for s, start in enumerate(range(0, max(len(traj_rows), 1), cfg.shard_size)):
-        path = out / "trajectories" / f"train-{s:05d}.parquet"
+        path = out / TRAJECTORIES_DIR / f"train-{s:05d}.parquet"
         _write_parquet(path, _trajectory_table(traj_rows[start : start + cfg.shard_size]))
         shards.append(path.name)
-    write_jsonl(out / "pages.jsonl", pages)
-    write_jsonl(out / "trajectory_noise.jsonl", noise_rows)
+    write_jsonl(out / PAGES_FILE, pages)
+    write_jsonl(out / NOISE_FILE, noise_rows)
 
     hops = {}
     for q, _ in solved:
@@ -194,8 +226,10 @@ def build_world(out_dir: str | Path, seed: int = 0, size: str = "small", progres
         "format": "venus-world/1",
         "config": asdict(cfg),
         "current_date": cfg.current_date,
-        "tools": {"search": {"top_k": cfg.search_top_k, "snippet_chars": cfg.snippet_chars},
-                  "visit": {"max_sentences": cfg.visit_max_sentences, "with_evidence": cfg.visit_with_evidence}},
+        "tools": {
+            "search": {"top_k": cfg.search_top_k, "snippet_chars": cfg.snippet_chars},
+            "visit": {"max_sentences": cfg.visit_max_sentences, "with_evidence": cfg.visit_with_evidence},
+        },
         "counts": {
             "pages": len(pages),
             "entities": {t: sum(e.type == t for e in entities) for t in ("country", "city", "person", "org", "work")},
@@ -215,45 +249,14 @@ def build_world(out_dir: str | Path, seed: int = 0, size: str = "small", progres
                 "duplicate_tool_turns_removed": log.turns["duplicate"],
                 "pruned_tool_turns_removed": log.turns["disallowed"],
                 "pruned_tool_response_turns_removed": log.turns["disallowed"],
-                "pruned_tool_name_counts": {"PythonInterpreter": log.turns["disallowed"]} if log.turns["disallowed"] else {},
+                "pruned_tool_name_counts": {"PythonInterpreter": log.turns["disallowed"]}
+                if log.turns["disallowed"]
+                else {},
                 "malformed_tool_turns_skipped": log.turns["malformed"],
                 "wrong_final_answers": log.rows["wrong_answer"],
             },
         },
         "build_seconds": round(time.perf_counter() - t0, 2),
     }
-    write_json(out / "world.json", meta)
+    write_json(out / META_FILE, meta)
     return meta
-
-
-def load_world_meta(world_dir: str | Path) -> dict:
-    path = Path(world_dir) / "world.json"
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: not a world folder (build one with `python -m venus_utils.world build --out DIR`)")
-    return read_json(path)
-
-
-def load_world_questions(world_dir: str | Path, split: str = "test"):
-    """A split's questions (``venus_utils.eval.loaders`` table) with the world's columns: ``template``, ``hops``,
-    ``world`` and ``subworld`` ("trained": its sub-world also has training questions; "held-out": none of its
-    sub-world's questions were trained on, only its pages are in the search index)."""
-    from ..eval.loaders import load_verl_qa
-
-    path = Path(world_dir) / "qa" / f"{split}.parquet"
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: no {split!r} split in this world folder")
-    qa = load_verl_qa(path)
-    cfg = load_world_meta(world_dir)["config"]
-    n, held = int(cfg["n_worlds"]), int(cfg.get("heldout_worlds", 0))
-    if "world" in qa:
-        qa["subworld"] = ["held-out" if heldout_subworld(int(w), n, held) else "trained" for w in qa["world"]]
-    return qa
-
-
-def load_pages(world_dir: str | Path) -> list[dict]:
-    from ..io import read_jsonl
-
-    path = Path(world_dir) / "pages.jsonl"
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: not a world folder (build one with `python -m venus_utils.world build --out DIR`)")
-    return read_jsonl(path)

@@ -31,13 +31,17 @@ class Expert:
         """The raw message list (question, assistant/user pairs, final answer) or None when not solvable."""
         messages = [{"role": "user", "content": q.text}]
         lead = ""
-        for i, (entity, rel) in enumerate(zip(q.chain, q.path)):
+        for _i, (entity, rel) in enumerate(zip(q.chain, q.path)):
             need = _need(rel, entity.name)
             query: str | list[str] = entity.name if rng.random() < self.query_string_rate else [entity.name]
             think = f"{lead}I need to find {need}. I will search for {entity.name}."
-            messages.append({"role": "assistant", "content": protocol.tool_turn(think.strip(), "search", {"query": query})})
+            messages.append(
+                {"role": "assistant", "content": protocol.tool_turn(think.strip(), "search", {"query": query})}
+            )
             hits = self.search.hits(entity.name)
-            messages.append({"role": "user", "content": protocol.wrap_tool_response(serper_raw_text(entity.name, hits))})
+            messages.append(
+                {"role": "user", "content": protocol.wrap_tool_response(serper_raw_text(entity.name, hits))}
+            )
             hit = next((h for h in hits if h.url == entity.url), None)
             if hit is None:
                 return None
@@ -47,19 +51,26 @@ class Expert:
             else:
                 goal = RELATIONS[rel].format(name=entity.name)
                 think = f"The page {hit.title} should tell me {need}. I will visit it."
-                messages.append({"role": "assistant", "content": protocol.tool_turn(think, "visit", {"url": [hit.url], "goal": goal})})
+                messages.append(
+                    {
+                        "role": "assistant",
+                        "content": protocol.tool_turn(think, "visit", {"url": [hit.url], "goal": goal}),
+                    }
+                )
                 text = self.visit.visit_one(hit.url, goal)
                 messages.append({"role": "user", "content": protocol.wrap_tool_response(text)})
                 if fact not in text:
                     return None
                 lead = f"{fact} "
-        messages.append({"role": "assistant", "content": protocol.answer_turn(f"{lead}So the answer is {q.answer}.", q.answer)})
+        messages.append(
+            {"role": "assistant", "content": protocol.answer_turn(f"{lead}So the answer is {q.answer}.", q.answer)}
+        )
         return messages
 
 
 def _need(rel: str, name: str) -> str:
     goal = RELATIONS[rel].format(name=name)
-    return goal[len("Find "):].rstrip(".")
+    return goal[len("Find ") :].rstrip(".")
 
 
 @dataclass
@@ -70,8 +81,9 @@ class NoiseLog:
     turns: dict = field(default_factory=lambda: {k: 0 for k in NOISE_KINDS if k != "wrong_answer"})
 
 
-def inject_noise(messages: list[dict], q: Question, rng: random.Random, rates: dict, expert: Expert,
-                 wrong_pool: list[str]) -> tuple[list[dict], list[str]]:
+def inject_noise(
+    messages: list[dict], q: Question, rng: random.Random, rates: dict, expert: Expert, wrong_pool: list[str]
+) -> tuple[list[dict], list[str]]:
     """A copy of ``messages`` with noise of each kind drawn with its rate; returns (messages, kinds)."""
     msgs, kinds = list(messages), []
     if rng.random() < rates.get("duplicate", 0):
@@ -88,16 +100,20 @@ def inject_noise(messages: list[dict], q: Question, rng: random.Random, rates: d
         broken = protocol.tool_turn(f"I will search for {name}.", "search", {"query": [name]})
         broken = broken.replace("}}\n</tool_call>", "}\n</tool_call>")  # a closing brace is missing
         j = rng.randrange(1, len(msgs), 2)
-        msgs[j:j] = [{"role": "assistant", "content": broken},
-                     {"role": "user", "content": protocol.wrap_tool_response(protocol.MALFORMED_RL)}]
+        msgs[j:j] = [
+            {"role": "assistant", "content": broken},
+            {"role": "user", "content": protocol.wrap_tool_response(protocol.MALFORMED_RL)},
+        ]
         kinds.append("malformed")
     if rng.random() < rates.get("disallowed", 0):
         name = rng.choice(q.chain).name
-        call = f'{protocol.render_tool_call("PythonInterpreter", {})}\n<code>\nprint(len({name!r}))\n</code>'
+        call = f"{protocol.render_tool_call('PythonInterpreter', {})}\n<code>\nprint(len({name!r}))\n</code>"
         turn = f"<think>\nLet me count the letters of {name} with Python.\n</think>\n<tool_call>\n{call}\n</tool_call>"
         j = rng.randrange(1, len(msgs), 2)
-        msgs[j:j] = [{"role": "assistant", "content": turn},
-                     {"role": "user", "content": protocol.wrap_tool_response(f"stdout:\n{len(name)}")}]
+        msgs[j:j] = [
+            {"role": "assistant", "content": turn},
+            {"role": "user", "content": protocol.wrap_tool_response(f"stdout:\n{len(name)}")},
+        ]
         kinds.append("disallowed")
     if rng.random() < rates.get("wrong_answer", 0):
         wrong = rng.choice([w for w in wrong_pool if w.lower() not in {a.lower() for a in q.aliases}])

@@ -13,8 +13,38 @@ import random
 from dataclasses import dataclass, field
 
 SYLLABLES = (
-    "ka", "lo", "mi", "ra", "ten", "vel", "dor", "sa", "ni", "bru", "tal", "ven", "ro", "shi", "mar", "gu",
-    "fen", "li", "ko", "zan", "pe", "dri", "mo", "tu", "ber", "na", "vo", "sel", "ri", "du", "an", "el",
+    "ka",
+    "lo",
+    "mi",
+    "ra",
+    "ten",
+    "vel",
+    "dor",
+    "sa",
+    "ni",
+    "bru",
+    "tal",
+    "ven",
+    "ro",
+    "shi",
+    "mar",
+    "gu",
+    "fen",
+    "li",
+    "ko",
+    "zan",
+    "pe",
+    "dri",
+    "mo",
+    "tu",
+    "ber",
+    "na",
+    "vo",
+    "sel",
+    "ri",
+    "du",
+    "an",
+    "el",
 )
 ORG_KINDS = ("Labs", "Works", "Group", "Press", "Studios", "Foundry")
 WORK_NOUNS = ("Song", "Tale", "Garden", "River", "Dream", "Winter", "Letters", "Road")
@@ -96,8 +126,9 @@ def slug(name: str) -> str:
     return name.replace(" ", "_")
 
 
-def build_graph(world: int, counts: dict, rng: random.Random, names: NameMaker, namesake_rate: float,
-                distractor_rate: float) -> tuple[list[Entity], list[dict]]:
+def build_graph(
+    world: int, counts: dict, rng: random.Random, names: NameMaker, namesake_rate: float, distractor_rate: float
+) -> tuple[list[Entity], list[dict]]:
     """The entities of one sub-world with their relations and page texts, plus its trivia pages."""
     ents: dict[str, list[Entity]] = {t: [] for t in ("country", "city", "person", "org", "work")}
 
@@ -117,30 +148,52 @@ def build_graph(world: int, counts: dict, rng: random.Random, names: NameMaker, 
         twin = rng.choice(ents["person"]) if ents["person"] and rng.random() < namesake_rate else None
         name = names.near(twin.name) if twin else None
         name = name or names.unique(lambda: f"{names.word(2, 2)} {names.word(2, 3)}")
-        add("person", name, born_in=rng.choice(ents["city"]).id, birth_year=rng.randint(1900, 1990),
-            occupation=rng.choice(OCCUPATIONS), namesake_of=twin.id if twin and name.split()[0] == twin.name.split()[0] else None)
+        add(
+            "person",
+            name,
+            born_in=rng.choice(ents["city"]).id,
+            birth_year=rng.randint(1900, 1990),
+            occupation=rng.choice(OCCUPATIONS),
+            namesake_of=twin.id if twin and name.split()[0] == twin.name.split()[0] else None,
+        )
     by_id = {e.id: e for group in ents.values() for e in group}
     for _ in range(counts["org"]):
         twin = rng.choice(ents["org"]) if ents["org"] and rng.random() < namesake_rate else None
         stem = twin.name.rsplit(" ", 1)[0] if twin else None
         kinds = [k for k in ORG_KINDS if not stem or f"{stem} {k}".lower() not in names.used]
-        name = names.unique(lambda: f"{stem} {rng.choice(kinds)}") if stem and kinds else names.unique(
-            lambda: f"{names.word(2, 2)} {rng.choice(ORG_KINDS)}")
+        name = (
+            names.unique(lambda stem=stem, kinds=kinds: f"{stem} {rng.choice(kinds)}")
+            if stem and kinds
+            else names.unique(lambda: f"{names.word(2, 2)} {rng.choice(ORG_KINDS)}")
+        )
         founder = rng.choice(ents["person"])
-        add("org", name, founder=founder.id, hq=rng.choice(ents["city"]).id,
-            founded_year=min(2024, by_id[founder.id].attrs["birth_year"] + rng.randint(20, 50)))
+        add(
+            "org",
+            name,
+            founder=founder.id,
+            hq=rng.choice(ents["city"]).id,
+            founded_year=min(2024, by_id[founder.id].attrs["birth_year"] + rng.randint(20, 50)),
+        )
     for p in ents["person"]:
         p.attrs["employer"] = rng.choice(ents["org"]).id
     for _ in range(counts["work"]):
         creator, publisher = rng.choice(ents["person"]), rng.choice(ents["org"])
         year = min(2025, max(creator.attrs["birth_year"] + 18, publisher.attrs["founded_year"]) + rng.randint(0, 10))
-        add("work", names.unique(lambda: f"{names.word(2, 2)} {rng.choice(WORK_NOUNS)}"), creator=creator.id,
-            publisher=publisher.id, year=year, kind=rng.choice(WORK_KINDS))
+        add(
+            "work",
+            names.unique(lambda: f"{names.word(2, 2)} {rng.choice(WORK_NOUNS)}"),
+            creator=creator.id,
+            publisher=publisher.id,
+            year=year,
+            kind=rng.choice(WORK_KINDS),
+        )
     by_id = {e.id: e for group in ents.values() for e in group}
     all_ents = [e for group in ents.values() for e in group]
     for e in all_ents:
         _write_page(e, by_id, ents, rng, distractor_rate)
-    trivia = [_trivia_page(rng.choice(ents["person"] + ents["org"]), by_id, ents, rng) for _ in range(counts["trivia"])]
+    trivia = [
+        _trivia_page(rng.choice(ents["person"] + ents["org"]), by_id, ents, rng) for _ in range(counts["trivia"])
+    ]
     return all_ents, trivia
 
 
@@ -171,18 +224,29 @@ def _write_page(e: Entity, by_id: dict, ents: dict, rng: random.Random, distract
     elif e.type == "person":
         first = f"{n} is {_a(a['occupation'])}."
         born = f"{n} was born in {_name(by_id, a['born_in'])} in {a['birth_year']}."
-        e.sentences = {"born_in": born, "birth_year": born, "employer": f"{n} works for {_name(by_id, a['employer'])}."}
+        e.sentences = {
+            "born_in": born,
+            "birth_year": born,
+            "employer": f"{n} works for {_name(by_id, a['employer'])}.",
+        }
         e.aliases = [n, n.split()[-1]]
         distractor = f"{n} once visited {rng.choice(ents['city']).name}."
     elif e.type == "org":
         first = f"{n} is a company."
         founded = f"{n} was founded by {_name(by_id, a['founder'])} in {a['founded_year']}."
-        e.sentences = {"founder": founded, "founded_year": founded, "hq": f"{n} is headquartered in {_name(by_id, a['hq'])}."}
+        e.sentences = {
+            "founder": founded,
+            "founded_year": founded,
+            "hq": f"{n} is headquartered in {_name(by_id, a['hq'])}.",
+        }
         e.aliases = [n, n.rsplit(" ", 1)[0]]
         distractor = f"{n} has a small office in {rng.choice(ents['city']).name}."
     else:  # work
         first = f"{n} is {_a(a['kind'])} created by {_name(by_id, a['creator'])}."
-        e.sentences = {"creator": first, "publisher": f"{n} was published by {_name(by_id, a['publisher'])} in {a['year']}."}
+        e.sentences = {
+            "creator": first,
+            "publisher": f"{n} was published by {_name(by_id, a['publisher'])} in {a['year']}.",
+        }
         e.aliases = [n]
         distractor = f"{n} was praised in {rng.choice(ents['country']).name}."
     facts = [s for s in dict.fromkeys(e.sentences.values()) if s != first]
@@ -201,5 +265,11 @@ def _trivia_page(e: Entity, by_id: dict, ents: dict, rng: random.Random) -> dict
         wrong = rng.choice([p for p in ents["person"] if p.id != e.attrs["founder"]] or ents["person"]).name
         claim = f"A fan blog claims that {e.name} was founded by {wrong}."
     title = f"{e.name} trivia"
-    return {"url": f"{BLOG_DOMAIN}/{slug(title)}", "title": title, "text": f"{claim} The claim is not confirmed.",
-            "id": f"{e.id}-trivia", "type": "trivia", "world": e.world}
+    return {
+        "url": f"{BLOG_DOMAIN}/{slug(title)}",
+        "title": title,
+        "text": f"{claim} The claim is not confirmed.",
+        "id": f"{e.id}-trivia",
+        "type": "trivia",
+        "world": e.world,
+    }

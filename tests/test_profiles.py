@@ -1,6 +1,6 @@
 import pytest
 
-from venus_utils.config import ConfigError, load_profile, notebook_params
+from venus_utils.profiles import ConfigError, load_profile, notebook_params
 
 
 def write(tmp_path, text, name="p.yaml"):
@@ -13,7 +13,11 @@ def test_shared_keys_and_sections(tmp_path):
     prof = load_profile(write(tmp_path, "profile: demo\nseed: 3\noffline: true\n01_clean:\n  seed: 5\n  k: 1\n"))
     assert prof.name == "demo"
     assert prof.shared == {"seed": 3, "offline": True}
-    assert notebook_params(prof, "01_clean", {"seed": 0, "k": 0, "offline": False}) == {"seed": 5, "k": 1, "offline": True}
+    assert notebook_params(prof, "01_clean", {"seed": 0, "k": 0, "offline": False}) == {
+        "seed": 5,
+        "k": 1,
+        "offline": True,
+    }
     # shared keys a notebook does not declare are not passed to it
     assert notebook_params(prof, "02_other", {"seed": 0}) == {"seed": 3}
 

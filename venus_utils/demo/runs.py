@@ -15,10 +15,18 @@ import ipaddress
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
+
+from ..agent.backends import OpenAIBackend, TransformersBackend
+from ..agent.loop import run_agent
+from ..agent.settings import resolve_agent_settings
+from ..env import redact
+from ..stage import best_model, model_candidates, resolve_run_dir
+from ..tools import make_toolbox
 
 MAX_QUESTION_CHARS = 4000  # a research question, not a document
 MAX_FIELD_CHARS = 512  # URLs, model names, keys, paths
@@ -77,8 +85,9 @@ def _origin_and_path(base_url: str) -> tuple:
     return parts.scheme, (parts.hostname or "").lower(), port, parts.path
 
 
-def check_endpoint(url: str, configured: list[str] | tuple[str, ...] = (), allow_any: bool = False,
-                   allow_loopback: bool = True) -> str:
+def check_endpoint(
+    url: str, configured: list[str] | tuple[str, ...] = (), allow_any: bool = False, allow_loopback: bool = True
+) -> str:
     """The normalised base URL of an endpoint the demo server may request on a user's behalf.
 
     The server makes the request, so a URL typed in the UI could reach hosts only the server can reach.  Allowed:
@@ -94,10 +103,18 @@ def check_endpoint(url: str, configured: list[str] | tuple[str, ...] = (), allow
     for known in configured:
         if known and _origin_and_path(normalize_base_url(known)) == wanted:
             return base
-    allowed = "the configured endpoint(s) and loopback addresses (localhost, 127.0.0.1)" if allow_loopback else \
-        "the configured endpoint(s) (the demo is exposed beyond this machine, so loopback addresses are refused too)"
-    raise InputError(f"{base} is not an endpoint this demo may contact: only {allowed} are allowed; start the demo "
-                     "with --allow-any-endpoint to allow any URL")
+    allowed = (
+        "the configured endpoint(s) and loopback addresses (localhost, 127.0.0.1)"
+        if allow_loopback
+        else (
+            "the configured endpoint(s) "
+            "(the demo is exposed beyond this machine, so loopback addresses are refused too)"
+        )
+    )
+    raise InputError(
+        f"{base} is not an endpoint this demo may contact: only {allowed} are allowed; start the demo "
+        "with --allow-any-endpoint to allow any URL"
+    )
 
 
 @dataclass
@@ -127,10 +144,20 @@ class DemoSettings:
     def secrets(self) -> list[str]:
         return [s for s in (self.endpoint_key, self.serper_key, self.jina_key, self.summary_key) if s]
 
-    def validated(self) -> "DemoSettings":
+    def validated(self) -> DemoSettings:
         """A checked copy: known choices, bounded sizes, a normalised endpoint URL."""
-        for name in ("checkpoint", "endpoint", "endpoint_model", "endpoint_key", "world_dir", "serper_key",
-                     "jina_key", "summary_base", "summary_key", "summary_model"):
+        for name in (
+            "checkpoint",
+            "endpoint",
+            "endpoint_model",
+            "endpoint_key",
+            "world_dir",
+            "serper_key",
+            "jina_key",
+            "summary_base",
+            "summary_key",
+            "summary_model",
+        ):
             value = getattr(self, name) or ""
             if len(value) > MAX_FIELD_CHARS:
                 raise InputError(f"the setting '{name}' is longer than {MAX_FIELD_CHARS} characters")
@@ -147,8 +174,9 @@ class DemoSettings:
             self.summary_base = normalize_base_url(self.summary_base)
         self.system_prompt_style = self.system_prompt_style or "auto"
         if self.system_prompt_style not in PROMPT_CHOICES:
-            raise InputError(f"unknown system prompt choice {self.system_prompt_style!r} "
-                             f"(expected one of {PROMPT_CHOICES})")
+            raise InputError(
+                f"unknown system prompt choice {self.system_prompt_style!r} (expected one of {PROMPT_CHOICES})"
+            )
         if self.max_steps is not None:
             try:
                 self.max_steps = int(self.max_steps)
@@ -175,8 +203,6 @@ def check_question(question: str) -> str:
 
 def hide_secrets(text: str, secrets: list[str]) -> str:
     """Mask the UI-typed keys (and the environment's, via ``env.redact``) in a text shown or logged."""
-    from ..env import redact
-
     for s in secrets:
         if len(s) >= 4:
             text = text.replace(s, "***")
@@ -203,7 +229,7 @@ class Run:
         self._thread = threading.Thread(target=self._main, daemon=True, name="venus-demo-run")
         self._started = False
 
-    def start(self) -> "Run":
+    def start(self) -> Run:
         """Start the thread (a run stopped before it started never starts: it is done, "Stopped")."""
         with self._lock:
             if self._started or self.finished is not None:
@@ -306,19 +332,18 @@ class RunSlots:
             time.sleep(self.WAIT_POLL_S)
 
 
-def default_settings(run_dir: str = "runs/smoke", model: str = "auto", offline: bool = True,
-                     **overrides: Any) -> DemoSettings:
+def default_settings(
+    run_dir: str = "runs/smoke", model: str = "auto", offline: bool = True, **overrides: Any
+) -> DemoSettings:
     """Settings for a run folder: its offline world (or the web tools) and a model.
 
     ``model``: ``auto`` (the run's best model, RL > SFT > tiny base), a model folder, or an OpenAI-compatible
     ``http(s)://host:port/v1`` URL.
     """
-    from ..eval.loaders import model_candidates
-    from ..stage import resolve_run_dir
-
     run = resolve_run_dir(run_dir)
-    settings = DemoSettings(tools="local" if offline else "web", world_dir=str(run / "00_setup" / "world"),
-                            extra={"run_dir": str(run)})
+    settings = DemoSettings(
+        tools="local" if offline else "web", world_dir=str(run / "00_setup" / "world"), extra={"run_dir": str(run)}
+    )
     if model.startswith(("http://", "https://")):
         settings.model, settings.endpoint = "endpoint", model
     elif model == "auto":
@@ -348,8 +373,9 @@ def _set_key(obj: Any, attr: str, key: str, what: str) -> Any:
     if not key:
         return obj
     if not hasattr(obj, attr):
-        raise InputError(f"this version of the {what} cannot take a key from the UI; set it in the environment "
-                         "or .env instead")
+        raise InputError(
+            f"this version of the {what} cannot take a key from the UI; set it in the environment or .env instead"
+        )
     setattr(obj, attr, key)
     return obj
 
@@ -405,8 +431,6 @@ def model_folder(settings: DemoSettings) -> str | None:
         return None
     folder = settings.checkpoint
     if settings.model == "tiny":  # the run folder's best model: RL > SFT > tiny base
-        from ..eval.loaders import best_model
-
         try:
             folder = str(best_model(settings.extra.get("run_dir", "runs/smoke"))[1])
         except FileNotFoundError as exc:
@@ -421,17 +445,23 @@ def agent_settings(settings: DemoSettings, folder: str | None):
     (``system_prompt_style`` other than auto, ``max_steps``, ``max_new_tokens``), else the model folder's
     ``venus_agent.json`` (``folder``: :func:`model_folder`; None: no folder), else :data:`DEMO_FALLBACK` and the
     dr-venus prompt; the model's limits are kept within the demo's (at most 200 turns, 16-15000 tokens per turn)."""
-    from ..agent.settings import resolve_agent_settings
-
     style = None if settings.system_prompt_style in (None, "auto") else settings.system_prompt_style
     try:
-        found = resolve_agent_settings(folder, system_prompt_style=style, max_turns=settings.max_steps,
-                                       max_new_tokens=settings.max_new_tokens, fallback=DEMO_FALLBACK)
+        found = resolve_agent_settings(
+            folder,
+            system_prompt_style=style,
+            max_turns=settings.max_steps,
+            max_new_tokens=settings.max_new_tokens,
+            fallback=DEMO_FALLBACK,
+        )
     except ValueError as exc:  # a malformed venus_agent.json
         raise InputError(str(exc)) from None
     low, high = MAX_NEW_TOKENS_RANGE
-    return replace(found, max_turns=min(found.max_turns, MAX_STEPS_LIMIT),
-                   max_new_tokens=min(max(found.max_new_tokens, low), high))
+    return replace(
+        found,
+        max_turns=min(found.max_turns, MAX_STEPS_LIMIT),
+        max_new_tokens=min(max(found.max_new_tokens, low), high),
+    )
 
 
 def make_backend(settings: DemoSettings, stop: threading.Event | None = None) -> Any:
@@ -440,23 +470,26 @@ def make_backend(settings: DemoSettings, stop: threading.Event | None = None) ->
     A model folder is loaded once per (folder, device) and shared by the runs (``load_pretrained(keep=True)``);
     ``stop`` ends its generation in progress.
     """
-    from ..agent.backends import OpenAIBackend, TransformersBackend
-
     if settings.model == "endpoint":
-        return _set_key(OpenAIBackend(settings.endpoint, settings.endpoint_model or "model", mode="chat"),
-                        "api_key", settings.endpoint_key, "endpoint backend")
-    return TransformersBackend.from_pretrained(model_folder(settings), device=settings.device, keep=True,
-                                               stop_event=stop)
+        return _set_key(
+            OpenAIBackend(settings.endpoint, settings.endpoint_model or "model", mode="chat"),
+            "api_key",
+            settings.endpoint_key,
+            "endpoint backend",
+        )
+    return TransformersBackend.from_pretrained(
+        model_folder(settings), device=settings.device, keep=True, stop_event=stop
+    )
 
 
 def make_tools(settings: DemoSettings) -> Any:
     """The run's tools: the offline world (local) or Serper + Jina with the keys typed in the UI (web)."""
-    from ..tools import make_toolbox
-
     if settings.tools == "local":
         if not settings.world_dir or not (Path(settings.world_dir) / "pages.jsonl").exists():
-            raise InputError(f"no offline world at {settings.world_dir!r}: run notebooks/00_setup first "
-                             "(or `python -m venus_utils.world build --out DIR`)")
+            raise InputError(
+                f"no offline world at {settings.world_dir!r}: run notebooks/00_setup first "
+                "(or `python -m venus_utils.world build --out DIR`)"
+            )
         return make_toolbox("local", settings.world_dir)
     box = make_toolbox("web")
     _set_key(box.search_backend, "api_key", settings.serper_key, "search tool (Serper key)")
@@ -471,8 +504,6 @@ def make_tools(settings: DemoSettings) -> Any:
 
 def _run_coroutine(coro):
     """``asyncio.run`` that also works inside Jupyter (whose thread already runs an event loop)."""
-    import asyncio
-
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -493,15 +524,19 @@ def _run_coroutine(coro):
     return box["value"]
 
 
-def agent_run_fn(question: str, settings: DemoSettings, on_messages: Callable[[list[dict]], None],
-                 stop: threading.Event, backend: Any = None, tools: Any = None) -> dict:
+def agent_run_fn(
+    question: str,
+    settings: DemoSettings,
+    on_messages: Callable[[list[dict]], None],
+    stop: threading.Event,
+    backend: Any = None,
+    tools: Any = None,
+) -> dict:
     """Run the DR-Venus agent loop (:func:`venus_utils.agent.loop.run_agent`) on one question for the demo, with the
     prompt style and limits of :func:`agent_settings` (the model's own unless the settings say otherwise).
 
     ``backend`` / ``tools``: given objects instead of the ones the settings name (tests, replays); the model folder's
     ``venus_agent.json`` is still read when the settings name a folder that is there."""
-    from ..agent.loop import run_agent
-
     if backend is None:
         folder = model_folder(settings)
         backend = make_backend(settings, stop)

@@ -20,18 +20,23 @@ install cell, ``apply_profile(globals(), "<stage>")``, sets what the pipeline wo
 
 from __future__ import annotations
 
+import ast
 import difflib
+import importlib
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from .paths import NOTEBOOKS_DIR, PARAMS_DIR
 from .validation import check_like_default
 
 STAGE_RE = re.compile(r"^\d\d_[a-z0-9_]+$")
-SECRET_RE = re.compile(r"(^|_)(api_?keys?|apikey|secrets?|token|password|passwd|key_id)$", re.IGNORECASE)  # not max_new_tokens
+SECRET_RE = re.compile(
+    r"(^|_)(api_?keys?|apikey|secrets?|token|password|passwd|key_id)$", re.IGNORECASE
+)  # not max_new_tokens
 RESERVED = {"run_dir", "stage_dir", "profile"}
 
 
@@ -99,8 +104,6 @@ def load_profile(path: str | Path) -> Profile:
 
 def notebook_defaults(path: str | Path) -> dict[str, Any]:
     """The values of a stage notebook's ``parameters`` cell (literals only, as the convention requires)."""
-    import ast
-
     import papermill
 
     path = Path(path)
@@ -118,8 +121,6 @@ def notebook_defaults(path: str | Path) -> dict[str, Any]:
 def discover_notebooks(notebooks_dir: str | Path | None = None) -> list[Path]:
     """The stage notebooks (``NN_name.ipynb``), in reading and dependency order; copies such as
     ``00_setup.nbconvert.ipynb`` or ``01_x-Copy1.ipynb`` are not stages."""
-    from .paths import NOTEBOOKS_DIR
-
     return sorted(p for p in Path(notebooks_dir or NOTEBOOKS_DIR).glob("[0-9][0-9]_*.ipynb") if STAGE_RE.match(p.stem))
 
 
@@ -161,13 +162,16 @@ def check_shared_keys(profile: Profile, defaults_by_stage: dict[str, dict[str, A
         raise ConfigError(f"{profile.path}: shared key '{key}' is not a parameter of any notebook{hint}")
     unknown_sections = sorted(set(profile.sections) - set(defaults_by_stage))
     if unknown_sections:
-        raise ConfigError(f"{profile.path}: sections {unknown_sections} match no notebook "
-                          f"(notebooks: {sorted(defaults_by_stage)})")
+        raise ConfigError(
+            f"{profile.path}: sections {unknown_sections} match no notebook (notebooks: {sorted(defaults_by_stage)})"
+        )
 
 
 #: Stages whose parameters build a config dataclass; building it checks types and ranges (``RANGES``) in seconds.
-STAGE_CONFIGS = {"03_sft_unsloth": ("venus_utils.sft.config", "SFTConfig"),
-                 "04_igpo_rl": ("venus_utils.rl.config", "IGPOConfig")}
+STAGE_CONFIGS = {
+    "03_sft_unsloth": ("venus_utils.sft.config", "SFTConfig"),
+    "04_igpo_rl": ("venus_utils.rl.config", "IGPOConfig"),
+}
 
 #: Parameters that name a model, file or folder; an absolute or home-relative one must exist.
 PATH_KEYS = ("base_model", "input", "tokenizer", "train_qa", "heldout_qa", "qa_file", "model")
@@ -181,9 +185,6 @@ def check_stage_values(stage: str, params: dict[str, Any], where: str) -> None:
         if isinstance(value, str) and value.startswith(("/", "~")) and not Path(value).expanduser().exists():
             raise ConfigError(f"{where}: '{key}' names {value}, which does not exist")
     if stage in STAGE_CONFIGS:
-        import importlib
-        from dataclasses import fields
-
         module, name = STAGE_CONFIGS[stage]
         cls = getattr(importlib.import_module(module), name)
         names = {f.name for f in fields(cls)}
@@ -216,16 +217,15 @@ def run_by_papermill(namespace: dict[str, Any]) -> bool:
 
 def find_profile(name: str, params_dir: str | Path | None = None) -> Path | None:
     """``params/<name>.yaml`` (the checkout's, or the copy a wheel install carries), or None."""
-    from .paths import PARAMS_DIR
-
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", str(name)):
         return None
     path = Path(params_dir or PARAMS_DIR) / f"{name}.yaml"
     return path if path.is_file() else None
 
 
-def apply_profile(namespace: dict[str, Any], stage: str, *, params_dir: str | Path | None = None,
-                  papermill: bool | None = None) -> dict[str, Any]:
+def apply_profile(
+    namespace: dict[str, Any], stage: str, *, params_dir: str | Path | None = None, papermill: bool | None = None
+) -> dict[str, Any]:
     """Give a notebook run by hand the values of the profile its ``parameters`` cell names.
 
     Called right after the install cell as ``apply_profile(globals(), "03_sft_unsloth")``.  With
@@ -246,16 +246,18 @@ def apply_profile(namespace: dict[str, Any], stage: str, *, params_dir: str | Pa
         print(f"profile {name!r}: parameters injected by Papermill, used as they are")
         return {}
     if name in (None, "", INTERACTIVE):
-        print(f"profile {name!r}: the parameters cell as it is (profile = \"cpu\", \"colab\"... takes the values of "
-              "params/<profile>.yaml)")
+        print(
+            f'profile {name!r}: the parameters cell as it is (profile = "cpu", "colab"... takes the values of '
+            "params/<profile>.yaml)"
+        )
         return {}
     path = find_profile(name, params_dir)
     if path is None:
-        from .paths import PARAMS_DIR
-
         known = sorted(p.stem for p in Path(params_dir or PARAMS_DIR).glob("*.yaml"))
-        print(f"profile {name!r}: no params/{name}.yaml (profiles: {', '.join(known) or 'none found'}), so the "
-              "parameters cell is used as it is; the name is recorded in summary.json")
+        print(
+            f"profile {name!r}: no params/{name}.yaml (profiles: {', '.join(known) or 'none found'}), so the "
+            "parameters cell is used as it is; the name is recorded in summary.json"
+        )
         return {}
     prof = load_profile(path)
     declared = {k: v for k, v in namespace.items() if not k.startswith("_")}
@@ -270,8 +272,10 @@ def apply_profile(namespace: dict[str, Any], stage: str, *, params_dir: str | Pa
     changed = {k: v for k, v in values.items() if k != "profile" and (k not in namespace or namespace[k] != v)}
     same = len(values) - 1 - len(changed)
     namespace.update(values)
-    text = ", ".join(f"{k}={v!r}" + (f" (was {declared[k]!r})" if k in declared else "")
-                     for k, v in changed.items()) or "no value changed"
+    text = (
+        ", ".join(f"{k}={v!r}" + (f" (was {declared[k]!r})" if k in declared else "") for k, v in changed.items())
+        or "no value changed"
+    )
     if same:
         text += f"; {same} more already had the profile's value"
     if kept:

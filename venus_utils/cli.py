@@ -2,7 +2,7 @@
 
 A command line runs the same stage as its notebook, with the same parameters: the notebook's ``parameters``
 cell gives the defaults, the profile's shared keys and section override them (exactly what Papermill injects,
-:func:`venus_utils.config.notebook_params`), and ``--set key=value`` overrides those.  The commands are plain
+:func:`venus_utils.profiles.notebook_params`), and ``--set key=value`` overrides those.  The commands are plain
 Python programs, so any launcher runs them unchanged::
 
     python -m venus_utils.sft train --params params/cpu.yaml                                  # one process
@@ -10,88 +10,33 @@ Python programs, so any launcher runs them unchanged::
         -m venus_utils.sft train --params params/paper.yaml                                   # 8 GPUs, DDP
     torchrun --nproc_per_node 8 -m venus_utils.sft train --params params/paper.yaml           # the same with torchrun
 
-Every process runs the whole script; the main process (``RANK`` 0) alone writes the stage's shared files.
+Every process runs the whole script; the main process (``RANK`` 0) alone writes the stage's shared files
+(:mod:`venus_utils.distributed`).  :func:`parse_shard` reads the ``I/N`` shard arguments of the cleaner and the
+evaluation.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import yaml
 
-from .config import (ConfigError, check_shared_keys, check_stage_values, check_values, discover_notebooks, load_profile,
-                     notebook_defaults, notebook_params)
 from .paths import NOTEBOOKS_DIR
-
-
-def world_size() -> int:
-    """Processes of this run (``accelerate launch``, torchrun and ``notebook_launcher`` set ``WORLD_SIZE``)."""
-    return int(os.environ.get("WORLD_SIZE", "1"))
-
-
-def is_main_process() -> bool:
-    return int(os.environ.get("RANK", "0")) == 0
-
-
-def _collective_device() -> str:
-    import torch.distributed as dist
-
-    return "cuda" if dist.get_backend() == "nccl" else "cpu"
-
-
-def _distributed() -> bool:
-    import torch.distributed as dist
-
-    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
-
-
-def any_process(flag: bool) -> bool:
-    """``flag`` on any process of a distributed run (all must stop at the same step, or DDP waits forever)."""
-    if not _distributed():
-        return flag
-    import torch
-    import torch.distributed as dist
-
-    t = torch.tensor([int(flag)], device=_collective_device())
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return bool(t.item())
-
-
-def rank0_value(value: float) -> float:
-    """``value`` as rank 0 has it, in a distributed run (every process must call this at the same point)."""
-    if not _distributed():
-        return value
-    import torch
-    import torch.distributed as dist
-
-    t = torch.tensor([value], dtype=torch.float64, device=_collective_device())
-    dist.broadcast(t, src=0)
-    return float(t.item())
-
-
-def time_limit(minutes: float | None):
-    """A trainer callback that stops training (and saves) once ``minutes`` of wall time have passed since it was
-    made (``None``: no limit); in a distributed run all processes stop at the same step (:func:`any_process`).
-    The CPU profiles use it to keep the SFT and RL stages within their time budgets."""
-    import time
-
-    from transformers import TrainerCallback
-
-    class TimeLimit(TrainerCallback):
-        def __init__(self):
-            self.limit_s, self.t0 = (minutes * 60 if minutes else None), time.perf_counter()
-
-        def on_step_end(self, args, state, control, **kwargs):
-            if self.limit_s is not None and any_process(time.perf_counter() - self.t0 > self.limit_s):
-                control.should_training_stop = True
-                control.should_save = True
-            return control
-
-    return TimeLimit()
+from .profiles import (
+    ConfigError,
+    check_shared_keys,
+    check_stage_values,
+    check_values,
+    discover_notebooks,
+    load_profile,
+    notebook_defaults,
+    notebook_params,
+)
+from .stage import StageMissing
 
 
 def parse_shard(shard: str | tuple[int, int], name: str = "shard") -> tuple[int, int]:
@@ -119,8 +64,9 @@ def parse_sets(items: list[str] | None) -> dict[str, Any]:
     return out
 
 
-def stage_params(params_path: str | Path, stage: str, sets: dict[str, Any] | None = None,
-                 notebooks_dir: Path = NOTEBOOKS_DIR) -> tuple[dict[str, Any], str]:
+def stage_params(
+    params_path: str | Path, stage: str, sets: dict[str, Any] | None = None, notebooks_dir: Path = NOTEBOOKS_DIR
+) -> tuple[dict[str, Any], str]:
     """``(parameters, profile name)`` of ``stage``: notebook defaults < profile < ``sets``.  Unknown keys, values of
     the wrong type or out of range, and missing local paths are errors that name the key, before anything loads."""
     profile = load_profile(params_path)
@@ -145,15 +91,21 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--params", required=True, help="profile file, e.g. params/paper.yaml")
     p.add_argument("--run-dir", default=None, help="run folder with the earlier stages (default runs/<profile>)")
     p.add_argument("--out", default=None, help="this stage's folder (default <run-dir>/<stage>)")
-    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a parameter of the stage (repeatable; the value is read as YAML)")
+    p.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a parameter of the stage (repeatable; the value is read as YAML)",
+    )
 
 
-def run_cli(name: str, description: str, train: Callable[[argparse.Namespace], Any], argv: list[str] | None = None) -> int:
+def run_cli(
+    name: str, description: str, train: Callable[[argparse.Namespace], Any], argv: list[str] | None = None
+) -> int:
     """``python -m venus_utils.<name> train --params ...``: parse the arguments, run ``train`` and turn the
     expected errors (bad profile, missing upstream stage, bad input) into a message and exit code 2."""
-    from .stage import StageMissing
-
     parser = argparse.ArgumentParser(prog=f"python -m venus_utils.{name}", description=description)
     sub = parser.add_subparsers(dest="command", required=True)
     add_common_arguments(sub.add_parser("train", help=f"train the {name} stage of a profile"))

@@ -8,24 +8,36 @@ import time
 import pytest
 
 from venus_utils import protocol
-from venus_utils.demo.runner import (MAX_QUESTION_CHARS, DemoSettings, InputError, Run, check_question, hide_secrets,
-                                     normalize_base_url)
+from venus_utils.demo.runs import (
+    MAX_QUESTION_CHARS,
+    DemoSettings,
+    InputError,
+    Run,
+    check_question,
+    hide_secrets,
+    normalize_base_url,
+)
 
 
-@pytest.mark.parametrize("url,expected", [
-    ("http://127.0.0.1:6001", "http://127.0.0.1:6001/v1"),  # DR-Venus's rstrip("/v1") made this :600
-    ("http://127.0.0.1:6001/v1", "http://127.0.0.1:6001/v1"),
-    ("http://127.0.0.1:6001/v1/", "http://127.0.0.1:6001/v1"),
-    (" https://api.example.com/v1/chat/completions ", "https://api.example.com/v1"),
-    ("https://example.com/api/openai/v1/models", "https://example.com/api/openai/v1"),
-    ("http://host:8011/", "http://host:8011/v1"),
-])
+@pytest.mark.parametrize(
+    "url,expected",
+    [
+        ("http://127.0.0.1:6001", "http://127.0.0.1:6001/v1"),  # DR-Venus's rstrip("/v1") made this :600
+        ("http://127.0.0.1:6001/v1", "http://127.0.0.1:6001/v1"),
+        ("http://127.0.0.1:6001/v1/", "http://127.0.0.1:6001/v1"),
+        (" https://api.example.com/v1/chat/completions ", "https://api.example.com/v1"),
+        ("https://example.com/api/openai/v1/models", "https://example.com/api/openai/v1"),
+        ("http://host:8011/", "http://host:8011/v1"),
+    ],
+)
 def test_normalize_base_url(url, expected):
     assert normalize_base_url(url) == expected
 
 
-@pytest.mark.parametrize("url", ["", "127.0.0.1:6001", "ftp://host/v1", "javascript:alert(1)", "http://host:99999/v1",
-                                 "http://" + "a" * 600])
+@pytest.mark.parametrize(
+    "url",
+    ["", "127.0.0.1:6001", "ftp://host/v1", "javascript:alert(1)", "http://host:99999/v1", "http://" + "a" * 600],
+)
 def test_normalize_base_url_rejects(url):
     with pytest.raises(InputError):
         normalize_base_url(url)
@@ -34,8 +46,14 @@ def test_normalize_base_url_rejects(url):
 def test_settings_validation():
     s = DemoSettings(model="endpoint", endpoint="http://localhost:8001", max_steps="12").validated()
     assert s.endpoint == "http://localhost:8001/v1" and s.max_steps == 12
-    for bad in (dict(model="gpt"), dict(tools="bing"), dict(max_steps=0), dict(max_steps=201),
-                dict(model="checkpoint", checkpoint=""), dict(serper_key="k" * 513)):
+    for bad in (
+        dict(model="gpt"),
+        dict(tools="bing"),
+        dict(max_steps=0),
+        dict(max_steps=201),
+        dict(model="checkpoint", checkpoint=""),
+        dict(serper_key="k" * 513),
+    ):
         with pytest.raises(InputError):
             DemoSettings(**bad).validated()
     with pytest.raises(InputError):
@@ -60,6 +78,7 @@ def _slow_run_fn(steps=50, delay=0.05):
             time.sleep(delay)
         messages.append({"role": "assistant", "content": protocol.answer_turn("done", "42")})
         return {"prediction": "42", "termination": "answered", "turns": steps + 1, "messages": messages}
+
     return run_fn
 
 
@@ -99,18 +118,19 @@ def world(tmp_path_factory):
 
 def _search_forever(messages):
     n = sum(m["role"] == "assistant" for m in messages)
-    return protocol.tool_turn(f"look {n}", "search", {"query": [f"city {n}"]})[len("<think>\n"):]
+    return protocol.tool_turn(f"look {n}", "search", {"query": [f"city {n}"]})[len("<think>\n") :]
 
 
 def test_agent_run_fn_reports_every_step_and_answers(world):
     from venus_utils.agent.backends import ScriptedBackend
-    from venus_utils.demo.runner import agent_run_fn
+    from venus_utils.demo.runs import agent_run_fn
 
     turns = [protocol.tool_turn("s", "search", {"query": ["capital"]}), protocol.answer_turn("done", "Nowhere")]
     seen = []
     settings = DemoSettings(world_dir=str(world), max_steps=5).validated()
-    result = agent_run_fn("Where?", settings, lambda m: seen.append(len(m)), threading.Event(),
-                          backend=ScriptedBackend(turns))
+    result = agent_run_fn(
+        "Where?", settings, lambda m: seen.append(len(m)), threading.Event(), backend=ScriptedBackend(turns)
+    )
     assert result["termination"] == "answered" and result["prediction"] == "Nowhere"
     assert result["tool_call_count"] == 1 and "prompt_ids" not in result
     assert seen == sorted(seen) and seen[-1] >= 4  # the feed grew as the run went (system, question, call, result)
@@ -118,7 +138,7 @@ def test_agent_run_fn_reports_every_step_and_answers(world):
 
 def test_agent_run_fn_stops_between_steps(world):
     from venus_utils.agent.backends import ScriptedBackend
-    from venus_utils.demo.runner import agent_run_fn
+    from venus_utils.demo.runs import agent_run_fn
 
     stop = threading.Event()
 
@@ -132,7 +152,7 @@ def test_agent_run_fn_stops_between_steps(world):
 
 
 def test_make_tools_and_backend_refuse_clearly(world, tmp_path):
-    from venus_utils.demo.runner import default_settings, make_backend, make_tools
+    from venus_utils.demo.runs import default_settings, make_backend, make_tools
 
     with pytest.raises(InputError, match="no offline world"):
         make_tools(DemoSettings(world_dir=str(tmp_path)))
@@ -141,8 +161,9 @@ def test_make_tools_and_backend_refuse_clearly(world, tmp_path):
         make_backend(default_settings(tmp_path))  # an empty run folder has no model
     with pytest.raises(InputError, match="no such model folder"):
         make_backend(DemoSettings(model="checkpoint", checkpoint=str(tmp_path / "nope")))
-    backend = make_backend(DemoSettings(model="endpoint", endpoint="http://127.0.0.1:6001", endpoint_key="typed-key")
-                           .validated())
+    backend = make_backend(
+        DemoSettings(model="endpoint", endpoint="http://127.0.0.1:6001", endpoint_key="typed-key").validated()
+    )
     assert backend.api_key == "typed-key" and backend.base_url == "http://127.0.0.1:6001/v1"
     run = world.parent.parent
     s = default_settings(run, model="http://127.0.0.1:6001", offline=False)
@@ -156,7 +177,7 @@ def test_ui_keys_take_effect_and_never_go_to_the_environment(monkeypatch):
     import json as _json
     import os
 
-    from venus_utils.demo.runner import make_tools
+    from venus_utils.demo.runs import make_tools
 
     seen = []
 
@@ -177,8 +198,11 @@ def test_ui_keys_take_effect_and_never_go_to_the_environment(monkeypatch):
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     monkeypatch.setenv("SERPER_KEY_ID", "environment-key-0000")
     try:
-        box = make_tools(DemoSettings(tools="web", serper_key="typed-serper-key", jina_key="typed-jina-key",
-                                      summary_key="typed-summary-key"))
+        box = make_tools(
+            DemoSettings(
+                tools="web", serper_key="typed-serper-key", jina_key="typed-jina-key", summary_key="typed-summary-key"
+            )
+        )
         box.search_backend.api_url = f"http://127.0.0.1:{httpd.server_address[1]}/search"
         text = asyncio.run(box.call("search", {"query": ["capital of France"]}))
     finally:

@@ -11,6 +11,7 @@ in the output are kept and skipped on a rerun; a torn last line (a killed run) i
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,6 @@ from tqdm.auto import tqdm
 
 from ..io import atomic_write, dumps_json
 from .loop import AgentConfig, run_agent
-
 
 QUESTION_FILE = "a .jsonl or .csv with a 'question' column, or a verl-schema .parquet"
 
@@ -47,8 +47,10 @@ def load_questions(path: str | Path) -> list[dict]:
     table = load_question_table(path, require_answer=False)
     if table.empty:
         raise ValueError(f"question file has no questions: {path} (expected {QUESTION_FILE})")
-    return [{"index": r.id, "question": r.question, "gt": r.answer or None, "data_source": r.source}
-            for r in table.itertuples(index=False)]
+    return [
+        {"index": r.id, "question": r.question, "gt": r.answer or None, "data_source": r.source}
+        for r in table.itertuples(index=False)
+    ]
 
 
 def _done(output: Path) -> set[tuple[str, int]]:
@@ -67,9 +69,18 @@ def _done(output: Path) -> set[tuple[str, int]]:
     return done
 
 
-async def run_file_async(input_path: str | Path | list[dict], output_path: str | Path, backend: Any, tools: Any,
-                         cfg: AgentConfig | None = None, samples: int = 1, workers: int = 4,
-                         limit: int | None = None, token_ids: bool = False, progress: bool = True) -> dict:
+async def run_file_async(
+    input_path: str | Path | list[dict],
+    output_path: str | Path,
+    backend: Any,
+    tools: Any,
+    cfg: AgentConfig | None = None,
+    samples: int = 1,
+    workers: int = 4,
+    limit: int | None = None,
+    token_ids: bool = False,
+    progress: bool = True,
+) -> dict:
     """Answer ``input_path`` (a question file, or the rows :func:`load_questions` read from one) into the
     JSONL ``output_path``; returns a summary (questions, skipped, ran, terminations, output)."""
     questions = (input_path if isinstance(input_path, list) else load_questions(input_path))[:limit]
@@ -84,8 +95,13 @@ async def run_file_async(input_path: str | Path | list[dict], output_path: str |
     async def one(q: dict, sample: int) -> None:
         async with gate:
             rollout = await run_agent(q["question"], backend, tools, cfg)
-        record = {"index": q["index"], "sample": sample, "gt": q["gt"], "data_source": q["data_source"],
-                  **rollout.to_dict(token_ids=token_ids)}
+        record = {
+            "index": q["index"],
+            "sample": sample,
+            "gt": q["gt"],
+            "data_source": q["data_source"],
+            **rollout.to_dict(token_ids=token_ids),
+        }
         with output.open("a", encoding="utf-8") as fh:  # one line per finished rollout: resumable
             fh.write(dumps_json(record, indent=None) + "\n")
         counts[rollout.termination] = counts.get(rollout.termination, 0) + 1
@@ -93,8 +109,13 @@ async def run_file_async(input_path: str | Path | list[dict], output_path: str |
 
     await asyncio.gather(*(one(q, s) for q, s in todo))
     bar.close()
-    return {"questions": len(questions), "skipped": len(done), "ran": len(todo), "terminations": counts,
-            "output": str(output)}
+    return {
+        "questions": len(questions),
+        "skipped": len(done),
+        "ran": len(todo),
+        "terminations": counts,
+        "output": str(output),
+    }
 
 
 def run_coroutine(coro):
@@ -104,7 +125,6 @@ def run_coroutine(coro):
         asyncio.get_running_loop()
     except RuntimeError:
         return asyncio.run(coro)
-    import concurrent.futures
 
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         return pool.submit(asyncio.run, coro).result()

@@ -1,0 +1,82 @@
+"""The RL stage's steps that notebook 04 and ``python -m venus_utils.rl train`` share (:mod:`venus_utils.rl.stage`)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from venus_utils.checkpoints import ResumePoint
+from venus_utils.profiles import ConfigError
+from venus_utils.rl.config import IGPOConfig
+from venus_utils.rl.stage import filter_questions, finish_limits, stage_inputs, summary_figures
+from venus_utils.stage import Stage, StageMissing
+
+
+def _finished(run_dir, name):
+    (run_dir / name).mkdir(parents=True)
+    (run_dir / name / "summary.json").write_text("{}")
+
+
+def test_stage_inputs_check_the_questions_first(tmp_path):
+    stage = Stage("04_igpo_rl", tmp_path)
+    with pytest.raises(ConfigError, match="train_qa is not set"):  # the web tools need train_qa, even without SFT
+        stage_inputs(stage, offline=False, train_qa=None)
+    with pytest.raises(StageMissing, match="00_setup"):
+        stage_inputs(stage, offline=True, train_qa=None)
+    _finished(tmp_path, "00_setup")
+    with pytest.raises(StageMissing, match="03_sft_unsloth"):
+        stage_inputs(stage, offline=True, train_qa=None)
+    _finished(tmp_path, "03_sft_unsloth")
+    sft_dir, world_dir, train_file = stage_inputs(stage, offline=True, train_qa=None)
+    assert sft_dir == stage.run_dir / "03_sft_unsloth" / "model" and world_dir == stage.run_dir / "00_setup" / "world"
+    assert train_file == world_dir / "qa" / "train.parquet"  # the world has no RL split
+
+
+def test_no_filter_keeps_every_question(tmp_path):
+    rows = [{"id": "q1"}, {"id": "q2"}]
+    kept, counts = filter_questions(Stage("04_igpo_rl", tmp_path), None, None, rows, None, None, IGPOConfig(), 0)
+    assert kept == rows and counts == {"candidates": 2, "kept": 2}
+    assert finish_limits(IGPOConfig(max_steps=3), 5.0) == {"max_steps": 3, "max_time_minutes": 5.0}
+
+
+def test_summary_figures_from_the_trainer_log():
+    log = [
+        {
+            "step": 1,
+            "loss": 0.5,
+            "reward": 0.0,
+            "ig_mean": float("nan"),
+            "penalty_rate": 0.5,
+            "groups_with_signal": 0.0,
+        },
+        {"step": 2, "loss": 0.4, "reward": 0.5, "ig_mean": 0.2, "penalty_rate": 0.25, "groups_with_signal": 1.0},
+        {"step": 2, "train_runtime": 1.0},
+    ]  # the Trainer's closing entry
+    trainer = SimpleNamespace(state=SimpleNamespace(log_history=log, global_step=2))
+    figures = summary_figures(
+        trainer,
+        IGPOConfig(),
+        ResumePoint(checkpoint="ck-1", step=1),
+        sft_dir="sft",
+        train_file="rl.parquet",
+        questions={"candidates": 2, "kept": 2},
+        judge="offline",
+        comparison={},
+    )
+    assert (figures["steps"], figures["loss_last"], figures["final_reward"]) == (2, 0.4, 0.5)
+    assert figures["mean_ig"] == 0.2 and figures["penalty_rate"] == 0.25 and figures["groups_with_signal"] == 0.5
+    assert figures["resumed_from"] == "ck-1" and figures["rl_question_file"] == "rl.parquet"
+    assert figures["heldout_accuracy_sft"] is None and figures["heldout_accuracy_rl"] is None  # no held-out set
+    comparison = {"accuracy_before": 0.25, "accuracy_after": 0.5, "n": 4, "mcnemar_p": 0.5}
+    figures = summary_figures(
+        trainer,
+        IGPOConfig(),
+        ResumePoint(),
+        sft_dir="sft",
+        train_file="rl.parquet",
+        questions={},
+        judge="offline",
+        comparison=comparison,
+    )
+    assert (figures["heldout_accuracy_sft"], figures["heldout_accuracy_rl"], figures["heldout_n"]) == (0.25, 0.5, 4)

@@ -1,0 +1,446 @@
+"""IGPOTrainer: TRL's GRPOTrainer with DR-Venus's turn-level rewards and per-token advantages.
+
+TRL provides the loop (repeat sampler over groups of ``n``, generation buffering, optimizer, checkpoints,
+logging).  Two methods are replaced:
+
+- ``_generate_and_score_completions``: roll out each question with the agent loop (exact sampled ids),
+  compute the information gain with the same weights, the format check, the judge's verdict, call the turn /
+  outcome reward functions, place the rewards on tokens, and turn them into per-token advantages of shape (B, T)
+  over the *whole* batch, all processes gathered (DR-Venus's ``info_gain_advantage.py``);
+- ``_compute_loss``: :func:`venus_utils.rl.loss.policy_loss` (PPO clip, k3 KL to the reference, token mean
+  over the batch) on assistant tokens only.
+
+Per-step metrics go to ``metrics.jsonl`` and per-episode records (IG by turn...) to ``episodes.jsonl`` in
+the output folder.  ``IGPOConfig.reward_mode='grpo'`` trains the outcome-only baseline with the same loop: only the
+reward functions change (:func:`venus_utils.rl.rewards.reward_functions`).
+
+This module imports TRL at import time, as TRL's own ``grpo_trainer.py`` does; :mod:`venus_utils.rl.trainer` holds
+the parts that need no TRL (training rows, advantages over processes, group signal, saving the policy), and
+``import venus_utils.rl`` imports neither.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import torch
+from accelerate.utils import gather_object
+from transformers import TrainerCallback
+from trl import GRPOConfig, GRPOTrainer
+from trl.trainer.utils import pad
+
+from ..checkpoints import AtomicCheckpoints
+from ..env import available
+from ..eval.judge import JudgeFn
+from ..io import read_jsonl, write_jsonl
+from ..protocol import extract_answer
+from .config import IGPOConfig
+from .format_penalty import turn_format_errors
+from .info_gain import compute_info_gain
+from .loss import policy_loss, token_logprobs
+from .rewards import Episode, episode_rewards, reward_functions
+from .rollout import VLLMServer
+from .trainer import process_advantages
+
+#: rollout_fn(model, tokenizer, rows, cfg, llm=None) -> one Episode per row, same order (rows repeat for the
+#: group); ``llm`` is TRL's vLLM engine when ``use_vllm`` is on (weights already synced), else None
+RolloutFn = Callable[..., list[Episode]]
+
+
+def grpo_args(cfg: IGPOConfig, output_dir: str | Path, *, device: str = "cpu", world_size: int = 1, **overrides):
+    """The TRL ``GRPOConfig`` that runs ``cfg``: one optimizer step per ``prompts_per_step x n`` trajectories."""
+    per_step = cfg.trajectories_per_step
+    if per_step % (cfg.micro_batch_size * world_size):
+        raise ValueError(
+            f"{per_step} trajectories per step do not split into micro-batches of "
+            f"{cfg.micro_batch_size} on {world_size} processes"
+        )
+    accumulation = per_step // (cfg.micro_batch_size * world_size)
+    cuda = device != "cpu" and torch.cuda.is_available()
+    server = cfg.use_vllm and cfg.vllm_mode == "server"
+    if server and cfg.vllm_server_sync_weights and not available("vllm"):
+        raise RuntimeError(
+            "vllm_mode='server' with weight sync uses TRL's vLLM client, which needs vllm installed "
+            "in the training environment (`make gpu`); or set vllm_server_sync_weights=False"
+        )
+    # colocate needs a GPU and vllm (else transformers generation); server + sync: TRL's client pushes the weights;
+    # server without sync: rollouts only call the server's OpenAI API (rollout.VLLMServer), TRL has no vLLM part
+    vllm = (server and cfg.vllm_server_sync_weights) or (cfg.use_vllm and not server and cuda and available("vllm"))
+    kwargs = dict(
+        output_dir=str(output_dir),
+        per_device_train_batch_size=cfg.micro_batch_size,
+        gradient_accumulation_steps=accumulation,
+        steps_per_generation=accumulation,
+        num_generations=cfg.num_generations,
+        num_iterations=1,
+        max_steps=cfg.max_steps,
+        learning_rate=cfg.learning_rate,
+        weight_decay=cfg.weight_decay,
+        max_grad_norm=cfg.max_grad_norm,
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        beta=0.0,  # the KL term is ours (policy_loss), not TRL's
+        epsilon=cfg.clip_ratio_low,
+        epsilon_high=cfg.clip_ratio_high,
+        loss_type="dapo",
+        temperature=cfg.temperature,
+        top_p=cfg.top_p,
+        max_completion_length=cfg.max_tokens_per_turn,
+        save_steps=cfg.save_steps,
+        save_strategy="steps",
+        logging_steps=1,
+        report_to="none",
+        seed=cfg.seed,
+        save_total_limit=cfg.save_total_limit,  # older checkpoints go once a newer one is complete (AtomicCheckpoints)
+        remove_unused_columns=False,
+        use_vllm=vllm,
+        use_cpu=not cuda,
+        bf16=cuda and torch.cuda.is_bf16_supported(),
+        disable_dropout=True,
+        log_completions=False,
+        shuffle_dataset=True,
+    )
+    if vllm and not server:  # TRL's colocated engine; the agent loop generates with it (rollout.make_agent_rollout)
+        kwargs.update(
+            vllm_mode="colocate",
+            vllm_max_model_length=cfg.max_context_tokens,
+            vllm_importance_sampling_correction=False,
+            vllm_tensor_parallel_size=cfg.vllm_tensor_parallel_size,
+            vllm_gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
+        )
+    elif vllm:  # `trl vllm-serve`: TRL pushes the weights, the agent loop calls its OpenAI API
+        kwargs.update(
+            vllm_mode="server",
+            vllm_server_base_url=cfg.vllm_server_base_url,
+            vllm_importance_sampling_correction=False,
+        )
+    kwargs.update(overrides)
+    return GRPOConfig(**kwargs)
+
+
+class MetricsFile(TrainerCallback):
+    """Keeps every log line of the run in ``metrics.jsonl`` (rewritten atomically each step)."""
+
+    def __init__(self, path: Path, rows: list[dict]):
+        self.path, self.rows = path, rows
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if state.is_world_process_zero and logs:
+            self.rows.append({"step": state.global_step, **logs})
+            write_jsonl(self.path, self.rows)
+
+
+class IGPOTrainer(AtomicCheckpoints, GRPOTrainer):
+    """TRL's ``GRPOTrainer`` with the agent-loop rollout, IGPO's rewards and advantages and
+    :func:`~.loss.policy_loss` (see the module docstring); a ``checkpoint-N`` folder appears only when complete
+    (:class:`~venus_utils.checkpoints.AtomicCheckpoints`).
+
+    ``judge`` scores the final answers (:func:`venus_utils.eval.judge.judge_function`); ``turn_reward`` /
+    ``outcome_reward`` replace DR-Venus's defaults (``reward_mode='igpo'`` only); ``resume_step``: the checkpoint step
+    a rerun resumes from.
+    """
+
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        train_dataset,
+        cfg: IGPOConfig,
+        args,
+        *,
+        rollout_fn: RolloutFn,
+        judge: JudgeFn,
+        turn_reward: Callable[[Episode], list] | None = None,
+        outcome_reward: Callable[[Episode], float] | None = None,
+        ref_model=None,
+        peft_config=None,
+        callbacks=None,
+        resume_step: int | None = None,
+    ):
+        self.igpo = cfg
+        self.rollout_fn, self.judge = rollout_fn, judge
+        if peft_config is None and cfg.lora_r:
+            peft_config = lora_config(cfg)
+        if cfg.reward_mode == "grpo" and (turn_reward is not None or outcome_reward is not None):
+            raise ValueError(
+                "reward_mode='grpo' trains on the judged outcome alone: pass turn_reward / "
+                "outcome_reward only with reward_mode='igpo'"
+            )
+        default_turn, default_outcome = reward_functions(cfg)
+        self.turn_reward, self.outcome_reward = turn_reward or default_turn, outcome_reward or default_outcome
+        if peft_config is None and cfg.kl_coef and ref_model is None:
+            ref_model = copy.deepcopy(model)  # the frozen starting policy (DR-Venus: the SFT checkpoint)
+        self._ref = ref_model.eval().requires_grad_(False) if ref_model is not None else None
+        out = Path(args.output_dir)
+        self.metrics_path, self.episodes_path = out / "metrics.jsonl", out / "episodes.jsonl"
+        self.metric_rows = _history(self.metrics_path, resume_step, inclusive=True)  # logged after step N
+        self.episode_rows = _history(self.episodes_path, resume_step, inclusive=False)  # rolled out before it
+        callbacks = [*(callbacks or []), MetricsFile(self.metrics_path, self.metric_rows)]
+        super().__init__(
+            model=model,
+            reward_funcs=[_trl_outcome(judge)],
+            args=args,
+            train_dataset=train_dataset,
+            processing_class=tokenizer,
+            callbacks=callbacks,
+            peft_config=peft_config,
+        )
+        if self._ref is not None:
+            self._ref.to(self.accelerator.device)
+        self.im_end_id = tokenizer.convert_tokens_to_ids("<|im_end|>")
+
+    def create_model_card(self, *args, **kwargs):
+        """No TRL model card ("a fine-tuned version of [None]") in the stage folder or a checkpoint: the RL
+        model's card is the one :func:`~.trainer.save_policy` writes into ``model/``."""
+        return None
+
+    # --- rollout and rewards -------------------------------------------------------------------------
+    def policy(self):
+        return self.accelerator.unwrap_model(self.model)
+
+    def _synced_llm(self):
+        """TRL's colocated vLLM engine with this step's weights, a :class:`~.rollout.VLLMServer` (server mode;
+        synced first when TRL holds the client), or None (transformers generation)."""
+        cfg = self.igpo
+        if self.use_vllm and self.state.global_step != self._last_loaded_step:
+            self.vllm_generation.sync_weights()
+            self._last_loaded_step = self.state.global_step
+            if cfg.vllm_mode == "server":
+                self.accelerator.wait_for_everyone()  # the main process pushed the weights; all may generate
+        if cfg.use_vllm and cfg.vllm_mode == "server":
+            if getattr(self, "_vllm_server", None) is None:
+                self._vllm_server = VLLMServer.connect(cfg.vllm_server_base_url)
+            return self._vllm_server
+        return self.vllm_generation.llm if self.use_vllm else None
+
+    def score_episodes(self, episodes: Sequence[Episode]) -> list[dict[int, float]]:
+        """Fill IG / format errors / judge score on each episode and return its token-level rewards."""
+        cfg, policy = self.igpo, self.policy()
+        for ep in episodes:
+            ig = compute_info_gain(
+                policy,
+                self.processing_class,
+                ep.input_ids,
+                ep.boundaries,
+                ep.tool_names,
+                ep.ground_truth,
+                info_gain_type=cfg.info_gain_type,
+                tool_filter=cfg.ig_tool_filter,
+                template=cfg.pseudo_answer,
+                temperature=cfg.temperature,
+                chunk_size=cfg.ig_chunk_size,
+            )
+            ep.info_gain, ep.ig_values = ig.gains, ig.values
+            ep.format_errors = turn_format_errors(ep.turns)
+        scores = self.judge(
+            [ep.question for ep in episodes],
+            [ep.prediction or "" for ep in episodes],
+            [ep.ground_truth for ep in episodes],
+        )
+        rewards = []
+        for ep, score in zip(episodes, scores, strict=True):
+            ep.judge_score = float(score)
+            if ep.num_turns == 0 or not ep.completion_ids:  # a failed rollout: no tokens, no statistics
+                ep.extra.update(turn_rewards=[], outcome=0.0)
+                rewards.append({})
+                continue
+            turn, outcome = self.turn_reward(ep), float(self.outcome_reward(ep))
+            ep.extra.update(turn_rewards=list(turn), outcome=outcome)
+            rewards.append(episode_rewards(ep, turn, outcome, self.im_end_id))
+        return rewards
+
+    def _generate_and_score_completions(self, inputs):
+        device, mode = self.accelerator.device, "train" if self.model.training else "eval"
+        policy = self.policy()
+        was_training = policy.training
+        policy.eval()
+        try:
+            with torch.no_grad():
+                episodes = self.rollout_fn(policy, self.processing_class, inputs, self.igpo, llm=self._synced_llm())
+            if len(episodes) != len(inputs):
+                raise RuntimeError(f"rollout_fn returned {len(episodes)} episodes for {len(inputs)} rows")
+            for ep, row in zip(episodes, inputs):
+                ep.group = row.get("id", row["question"])
+            rewards = self.score_episodes(episodes)
+        finally:
+            policy.train(was_training)
+
+        # advantages over the whole batch (all processes), then this process's slice
+        lengths = [len(ep.completion_ids) if r else 0 for ep, r in zip(episodes, rewards)]
+        everything = gather_object([(r, n, ep.group) for r, n, ep in zip(rewards, lengths, episodes)])
+        stats: dict = {}
+        local_adv = process_advantages(everything, self.accelerator.process_index, len(episodes), self.igpo, stats)
+
+        prompt_ids = pad(
+            [torch.tensor(ep.prompt_ids) for ep in episodes],
+            padding_value=self._tokenizer.pad_token_id,
+            padding_side="left",
+        ).to(device)
+        prompt_mask = pad(
+            [torch.ones(len(ep.prompt_ids), dtype=torch.long) for ep in episodes], padding_value=0, padding_side="left"
+        ).to(device)
+        pad_id = self._tokenizer.pad_token_id
+        completion_ids = pad(
+            [torch.tensor(ep.completion_ids if n else [pad_id]) for ep, n in zip(episodes, lengths)],
+            padding_value=pad_id,
+            padding_side="right",
+        ).to(device)
+        completion_mask = pad(
+            [torch.ones(n, dtype=torch.long) if n else torch.zeros(1, dtype=torch.long) for n in lengths],
+            padding_value=0,
+            padding_side="right",
+        ).to(device)
+        tool_mask = pad(
+            [torch.tensor(ep.assistant_mask if n else [0], dtype=torch.long) for ep, n in zip(episodes, lengths)],
+            padding_value=0,
+            padding_side="right",
+        ).to(device)
+        advantages = pad(
+            [torch.tensor(a or [0.0], dtype=torch.float32) for a in local_adv], padding_value=0.0, padding_side="right"
+        ).to(device)
+        loss_mask = completion_mask * tool_mask
+        num_items = self.accelerator.gather(loss_mask.sum()).sum()
+
+        ids = torch.cat([prompt_ids, completion_ids], 1)
+        attn = torch.cat([prompt_mask, completion_mask], 1)
+        out = {
+            "prompt_ids": prompt_ids,
+            "prompt_mask": prompt_mask,
+            "completion_ids": completion_ids,
+            "completion_mask": completion_mask,
+            "tool_mask": tool_mask,
+            "advantages": advantages,
+            "num_items_in_batch": num_items,
+        }
+        with torch.no_grad():
+            if self.igpo.kl_coef:
+                out["ref_per_token_logps"] = self._logps(self._ref, ids, attn, completion_ids.size(1), ref=True)
+            if self.args.gradient_accumulation_steps % self.args.steps_per_generation or self.num_iterations > 1:
+                out["old_per_token_logps"] = self._logps(policy, ids, attn, completion_ids.size(1))
+        self._record(episodes, advantages, loss_mask, stats, mode)
+        return out
+
+    def _logps(self, model, ids, attn, k, ref=False):
+        rows = []
+        for s in range(0, ids.size(0), self.args.per_device_train_batch_size):
+            sl = slice(s, s + self.args.per_device_train_batch_size)
+            if model is None:  # PEFT: the reference is the base with the adapter disabled
+                with self.policy().disable_adapter():
+                    rows.append(
+                        token_logprobs(self.policy(), ids[sl], attn[sl], k, temperature=self.igpo.temperature)[0]
+                    )
+            else:
+                rows.append(token_logprobs(model, ids[sl], attn[sl], k, temperature=self.igpo.temperature)[0])
+        return torch.cat(rows)
+
+    # --- loss --------------------------------------------------------------------------------------------
+    def _compute_loss(self, model, inputs):
+        ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], 1)
+        attn = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], 1)
+        k = inputs["completion_ids"].size(1)
+        logps, entropy = token_logprobs(model, ids, attn, k, temperature=self.igpo.temperature, entropy=True)
+        mask = inputs["completion_mask"] * inputs["tool_mask"]
+        mode = "train" if self.model.training else "eval"
+        normalizer = inputs["num_items_in_batch"].clamp(min=1.0) / self.accelerator.num_processes
+        if mode == "train":
+            normalizer = normalizer * self.current_gradient_accumulation_steps / self.args.steps_per_generation
+        else:
+            normalizer = mask.sum().clamp(min=1.0)
+        cfg = self.igpo
+        loss, st = policy_loss(
+            logps,
+            inputs["advantages"],
+            mask,
+            old_logps=inputs.get("old_per_token_logps"),
+            ref_logps=inputs.get("ref_per_token_logps"),
+            clip_low=cfg.clip_ratio_low,
+            clip_high=cfg.clip_ratio_high,
+            dual_clip=cfg.dual_clip,
+            kl_coef=cfg.kl_coef,
+            normalizer=normalizer,
+        )
+        sums = self.accelerator.reduce(
+            torch.stack([st["kl"], st["clipped"], (entropy * mask).sum(), st["pg"], st["tokens"]]).float(),
+            reduction="sum",
+        )
+        n = sums[4].clamp(min=1.0)
+        for name, value in zip(("kl", "clip_ratio", "entropy", "policy_loss"), sums[:4] / n):
+            self._metrics[mode][name].append(value.item())
+        return loss
+
+    # --- metrics -----------------------------------------------------------------------------------------
+    def _record(self, episodes, advantages, loss_mask, stats, mode):
+        m = self._metrics[mode]
+        rows = gather_object([_episode_row(ep, self.state.global_step) for ep in episodes])
+        ig = [g for r in rows for g in r["info_gain"] if g is not None]
+        turns = sum(r["num_turns"] for r in rows)
+        m["reward"].append(sum(r["outcome"] for r in rows) / len(rows))
+        m["accuracy"].append(sum(r["judge_score"] >= 1.0 for r in rows) / len(rows))
+        m["turns"].append(turns / len(rows))
+        m["penalty_rate"].append(sum(r["malformed_turns"] for r in rows) / max(turns, 1))
+        m["ig_mean"].append(sum(ig) / len(ig) if ig else float("nan"))
+        m["ig_positions"].append(stats.get("num_ig_positions", 0) / len(rows))
+        if "ig_scale" in stats and stats.get("num_ig_positions"):  # without IG positions the scale means nothing
+            m["ig_scale"].append(stats["ig_scale"])
+        for key in ("groups_with_signal", "groups_with_any_signal"):  # shares of groups that can move the policy
+            m[key].append(stats.get(key, 0.0))
+        adv = advantages[loss_mask.bool()]
+        local = [adv.abs().sum(), (adv != 0).sum(), torch.tensor(adv.numel(), device=adv.device)]
+        sums = self.accelerator.reduce(torch.stack([x.float() for x in local]), reduction="sum")  # all processes
+        m["adv_abs_mean"].append((sums[0] / sums[2]).item() if sums[2] else 0.0)
+        m["adv_nonzero_frac"].append((sums[1] / sums[2]).item() if sums[2] else 0.0)
+        if not torch.isfinite(advantages).all():
+            raise FloatingPointError("non-finite advantages: check the rewards of this batch")
+        if self.accelerator.is_main_process and mode == "train":
+            self.episode_rows.extend(rows)
+            write_jsonl(self.episodes_path, self.episode_rows)
+
+
+def lora_config(cfg: IGPOConfig):
+    """LoRA on every linear layer (``cfg.lora_r > 0``); the KL reference is then the adapter-disabled base."""
+    from peft import LoraConfig
+
+    return LoraConfig(
+        r=cfg.lora_r, lora_alpha=2 * cfg.lora_r, lora_dropout=0.0, target_modules="all-linear", task_type="CAUSAL_LM"
+    )
+
+
+def _trl_outcome(judge: JudgeFn):
+    """The judge as a TRL reward function (TRL requires one; IGPO itself scores episodes in ``score_episodes``)."""
+
+    def judged_outcome(prompts, completions, question, ground_truth, **kwargs):
+        texts = [c if isinstance(c, str) else c[-1]["content"] for c in completions]
+        return judge(list(question), [extract_answer(t) or "" for t in texts], list(ground_truth))
+
+    return judged_outcome
+
+
+def _episode_row(ep: Episode, step: int) -> dict:
+    return {
+        "step": step,
+        "group": str(ep.group),
+        "question": ep.question,
+        "ground_truth": ep.ground_truth,
+        "prediction": ep.prediction,
+        "termination": ep.termination,
+        "num_turns": ep.num_turns,
+        "tool_names": ep.tool_names,
+        "info_gain": ep.info_gain,
+        "format_errors": ep.format_errors,
+        "malformed_turns": sum(1 for e in ep.format_errors if e),
+        "turn_rewards": ep.extra.get("turn_rewards"),
+        "outcome": ep.extra.get("outcome"),
+        "judge_score": ep.judge_score,
+        "completion_tokens": len(ep.completion_ids),
+        "assistant_tokens": int(sum(ep.assistant_mask)),
+    }
+
+
+def _history(path: Path, resume_step: int | None, inclusive: bool) -> list[dict]:
+    """Rows of an earlier run when resuming from the checkpoint of step ``resume_step``, else none."""
+    if resume_step is None or not path.exists():
+        return []
+    keep = (lambda s: s <= resume_step) if inclusive else (lambda s: s < resume_step)
+    return [r for r in read_jsonl(path) if keep(r.get("step", 0))]

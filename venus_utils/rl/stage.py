@@ -1,0 +1,291 @@
+"""The RL stage step by step: what notebook 04 and ``python -m venus_utils.rl train`` both run, in this order.
+
+The notebook runs the steps with its teaching in between (the worked IG example, the custom reward cells, the
+plots); the command line (:mod:`venus_utils.rl.__main__`) runs them back to back, under any launcher.
+
+1. :func:`stage_inputs`: the SFT model, the offline world (None: the web tools) and the RL question file, checked
+   before any model loads; then :func:`~.policy.load_policy` and :func:`~.questions.qa_rows`;
+2. :func:`resume`: checkpoints made with other :func:`resume_settings` are refused, the newest complete one resumed;
+3. :func:`heldout_eval`: the run's held-out questions and the SFT model's protocol (notebook 03's);
+4. :func:`filter_questions`: with ``filter_samples``, only the questions the SFT policy does not always solve;
+5. :func:`train_policy`: :class:`~.igpo_trainer.IGPOTrainer` trained to the end, then :func:`save_model`;
+6. :func:`heldout_sft`, :func:`heldout_rl` and :func:`venus_utils.eval.heldout.compare`: both models on the
+   held-out questions, greedy, compared question by question;
+7. :func:`summary_figures`: the key figures of the stage's ``summary.json``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import pandas as pd
+
+from ..callbacks import time_limit
+from ..checkpoints import ResumePoint, prepare_resume, train_to_end
+from ..distributed import is_main_process, world_size
+from ..eval import heldout as ho
+from ..stage import Stage
+from .config import IGPOConfig
+from .questions import rl_question_file
+from .rewards import Episode
+from .rollout import make_agent_rollout, unsolved_questions
+from .trainer import save_policy
+
+STAGE = "04_igpo_rl"
+
+#: IGPOConfig fields that may change when a run is resumed (its step limits and rollout engine)
+RESUMABLE_FIELDS = {
+    "max_steps",
+    "save_steps",
+    "save_total_limit",
+    "use_vllm",
+    "vllm_mode",
+    "vllm_server_base_url",
+    "vllm_server_sync_weights",
+    "vllm_tensor_parallel_size",
+    "vllm_gpu_memory_utilization",
+}
+
+
+class StageInputs(NamedTuple):
+    sft_dir: Path  # 03_sft_unsloth/model: the policy RL starts from
+    world_dir: Path | None  # 00_setup/world (the offline tools and questions); None: the web tools
+    train_file: Path  # the RL questions (:func:`~.questions.rl_question_file`)
+
+
+def stage_inputs(stage: Stage, offline: bool, train_qa: str | Path | None) -> StageInputs:
+    """Where the stage's inputs are: ``(sft_dir, world_dir, train_file)``.  A missing question file (the web tools
+    and no ``train_qa``) or upstream stage fails here, before any model loads."""
+    world_dir = stage.upstream("00_setup") / "world" if offline else None
+    train_file = rl_question_file(train_qa, world_dir)
+    return StageInputs(stage.upstream("03_sft_unsloth") / "model", world_dir, train_file)
+
+
+def resume_settings(
+    cfg: IGPOConfig, sft_model: str | Path, question_pool: Sequence[dict], filter_samples: int = 0
+) -> dict[str, Any]:
+    """What defines an RL run, for :func:`venus_utils.checkpoints.guard_resume`: the IGPO config without
+    :data:`RESUMABLE_FIELDS`, the SFT model, the question pool (before any filter: the filter samples) and the
+    filter setting."""
+    pool = hashlib.sha256("\n".join(str(r["id"]) for r in question_pool).encode()).hexdigest()[:16]
+    return {
+        **{k: v for k, v in cfg.to_dict().items() if k not in RESUMABLE_FIELDS},
+        "sft_model": str(sft_model),
+        "questions": f"{len(question_pool)} questions, sha256 {pool}",
+        "filter_samples": filter_samples,
+    }
+
+
+def finish_limits(cfg: IGPOConfig, max_time_minutes: float | None) -> dict[str, Any]:
+    """The limits under which an RL run ends (a rerun under the same limits after it ended trains nothing)."""
+    return {"max_steps": cfg.max_steps, "max_time_minutes": max_time_minutes}
+
+
+def resume(
+    stage: Stage,
+    cfg: IGPOConfig,
+    sft_dir: str | Path,
+    question_pool: Sequence[dict],
+    *,
+    filter_samples: int = 0,
+    max_time_minutes: float | None = None,
+) -> ResumePoint:
+    """Where training starts in the stage folder: checkpoints of an earlier run with other :func:`resume_settings`
+    are refused, not silently continued; a half-written one is skipped
+    (:func:`venus_utils.checkpoints.prepare_resume`)."""
+    return prepare_resume(
+        stage.dir,
+        resume_settings(cfg, sft_dir, question_pool, filter_samples),
+        root=stage.run_dir,
+        max_steps=cfg.max_steps,
+        limits=finish_limits(cfg, max_time_minutes),
+        main_process=is_main_process(),
+    )
+
+
+def filter_questions(
+    stage: Stage, model, tokenizer, rows: Sequence[dict], tools, judge: Callable, cfg: IGPOConfig, samples: int = 0
+) -> tuple[list[dict], dict[str, int]]:
+    """``(rows, counts)``: with ``samples`` > 0 (``filter_samples``) the questions the SFT policy does not solve in
+    every one of ``samples`` seeded rollouts (:func:`~.rollout.unsolved_questions`: a group it always solves carries
+    no outcome signal), else all of them.  ``counts``: candidates and kept (and, filtered, how often solved)."""
+    if not samples:
+        return list(rows), {"candidates": len(rows), "kept": len(rows)}
+    from transformers import set_seed
+
+    set_seed(cfg.seed)  # the filter samples: seeded, so every arm of a comparison keeps the same questions
+    with stage.timed("filter"):
+        kept, counts = unsolved_questions(
+            model, tokenizer, rows, tools, judge, cfg, samples=samples, processes=world_size()
+        )
+    print(f"[rl] questions the SFT policy does not always solve: {counts}")
+    return kept, counts
+
+
+def train_policy(
+    stage: Stage,
+    model,
+    tokenizer,
+    rows: Sequence[dict],
+    cfg: IGPOConfig,
+    tools,
+    judge: Callable,
+    point: ResumePoint,
+    *,
+    device: str = "cpu",
+    max_time_minutes: float | None = None,
+    turn_reward: Callable[[Episode], list] | None = None,
+    outcome_reward: Callable[[Episode], float] | None = None,
+):
+    """:class:`~.igpo_trainer.IGPOTrainer` on ``rows``, rolling out with the agent loop and ``tools`` and scoring
+    with ``judge``, trained from ``point`` to the end (:func:`venus_utils.checkpoints.train_to_end`: a finished run
+    rerun trains nothing, a stopped one resumes) within ``max_time_minutes``; returns the trainer.
+    ``turn_reward`` / ``outcome_reward``: the reward functions (None: ``cfg.reward_mode``'s,
+    :func:`~.rewards.reward_functions`)."""
+    from datasets import Dataset
+
+    from .igpo_trainer import IGPOTrainer, grpo_args
+
+    trainer = IGPOTrainer(
+        model,
+        tokenizer,
+        Dataset.from_list(list(rows)),
+        cfg,
+        grpo_args(cfg, stage.dir, device=device, world_size=world_size()),
+        rollout_fn=make_agent_rollout(tools),
+        judge=judge,
+        turn_reward=turn_reward,
+        outcome_reward=outcome_reward,
+        resume_step=point.step,
+        callbacks=[time_limit(max_time_minutes)],
+    )
+    with stage.timed("train"):
+        train_to_end(trainer, point, stage.dir, cfg.max_steps, finish_limits(cfg, max_time_minutes))
+    return trainer
+
+
+def save_model(stage: Stage, trainer, tokenizer, sft_dir: str | Path) -> Path:
+    """The trained policy in ``<stage>/model`` (:func:`~.trainer.save_policy`, by the main process), which the
+    later notebooks and the agent read; returns that folder."""
+    model_dir = stage.path("model")
+    if trainer.accelerator.is_main_process:
+        save_policy(trainer, tokenizer, model_dir, base_model=sft_dir, profile=stage.profile)
+    trainer.accelerator.wait_for_everyone()
+    return model_dir
+
+
+def heldout_eval(
+    stage: Stage,
+    sft_dir: str | Path,
+    heldout_qa: str | Path | None,
+    world_dir: str | Path | None,
+    n: int | None,
+    seed: int = 0,
+    device: str = "cpu",
+):
+    """``(questions, settings)`` of RL's held-out evaluation: the run's held-out set (drawn once from ``heldout_qa``,
+    else the world's test split: the set notebook 03 scored) and the SFT model's own protocol (its
+    ``venus_agent.json``), so SFT and RL are compared on the same questions, greedy, and notebook 03's SFT results
+    are reused.  ``(None, None)`` when ``n`` is 0 or there is no question source (no world, no ``heldout_qa``)."""
+    source = heldout_qa or world_dir
+    if not n or source is None:
+        return None, None
+    return ho.heldout_questions(stage.run_dir, source, n, seed), ho.EvalSettings.for_model(sft_dir, device=device)
+
+
+def heldout_sft(
+    stage: Stage,
+    sft_dir: str | Path,
+    questions: pd.DataFrame,
+    settings: ho.EvalSettings,
+    *,
+    world_dir: str | Path | None = None,
+    tools=None,
+    judge=None,
+) -> pd.DataFrame:
+    """The SFT model's greedy held-out results (``heldout_sft.parquet``): notebook 03's, reused when they match."""
+    with stage.timed("heldout_sft"):
+        return ho.evaluate_model(
+            sft_dir,
+            questions,
+            stage.path("heldout_sft.parquet"),
+            settings,
+            world_dir=world_dir,
+            tools=tools,
+            judge=judge,
+            reuse_from=stage.run_dir / ho.SCORED["SFT"],
+        )
+
+
+def heldout_rl(
+    stage: Stage,
+    questions: pd.DataFrame,
+    settings: ho.EvalSettings,
+    *,
+    world_dir: str | Path | None = None,
+    tools=None,
+    judge=None,
+) -> pd.DataFrame:
+    """The RL model's (``<stage>/model``) greedy held-out results (``heldout_rl.parquet``), with the SFT model's
+    protocol."""
+    with stage.timed("heldout_rl"):
+        return ho.evaluate_model(
+            stage.path("model"),
+            questions,
+            stage.path("heldout_rl.parquet"),
+            settings,
+            world_dir=world_dir,
+            tools=tools,
+            judge=judge,
+        )
+
+
+def _logged(log: Sequence[dict], key: str) -> list[float]:
+    """The finite values of ``key`` in a trainer's log history, in order."""
+    return [float(r[key]) for r in log if r.get(key) is not None and not math.isnan(float(r[key]))]
+
+
+def summary_figures(
+    trainer,
+    cfg: IGPOConfig,
+    point: ResumePoint,
+    *,
+    sft_dir: str | Path,
+    train_file: str | Path,
+    questions: dict[str, int],
+    judge: str,
+    comparison: dict[str, Any],
+) -> dict[str, Any]:
+    """The stage's key figures for ``summary.json``: the training from the trainer's log (steps, last loss and
+    reward, mean IG, last malformed-turn rate, mean share of groups with an outcome signal), what it ran on (SFT
+    model, question file, ``questions`` counts of :func:`filter_questions`, ``judge``'s description, resume point,
+    processes, config) and the held-out ``comparison`` of :func:`venus_utils.eval.heldout.compare` ({} without
+    held-out questions: its figures are None)."""
+    log = trainer.state.log_history
+    losses, rewards, penalties = _logged(log, "loss"), _logged(log, "reward"), _logged(log, "penalty_rate")
+    ig, signal = _logged(log, "ig_mean"), _logged(log, "groups_with_signal")
+    return dict(
+        steps=int(trainer.state.global_step),
+        loss_last=losses[-1] if losses else None,
+        final_reward=rewards[-1] if rewards else None,
+        mean_ig=sum(ig) / len(ig) if ig else None,
+        penalty_rate=penalties[-1] if penalties else None,
+        groups_with_signal=sum(signal) / len(signal) if signal else None,
+        reward_mode=cfg.reward_mode,
+        sft_model=str(sft_dir),
+        rl_question_file=str(train_file),
+        rl_questions=questions,
+        judge=judge,
+        resumed_from=point.checkpoint,
+        processes=world_size(),
+        config=cfg.to_dict(),
+        heldout_accuracy_sft=comparison.get("accuracy_before"),
+        heldout_accuracy_rl=comparison.get("accuracy_after"),
+        heldout_n=comparison.get("n"),
+        mcnemar_p=comparison.get("mcnemar_p"),
+        heldout_comparison=comparison,
+    )
