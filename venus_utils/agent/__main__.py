@@ -27,7 +27,7 @@ from pathlib import Path
 from ..env import redact
 from ..io import dumps_json
 from ..tools import make_toolbox
-from .backends import load_backend
+from . import backends
 from .batch import load_questions, run_file
 from .loop import run_agent
 from .settings import resolve_agent_settings
@@ -133,7 +133,7 @@ def _setup(parser: argparse.ArgumentParser, args):
     except (OSError, ValueError) as exc:  # a missing or malformed world folder
         parser.error(str(exc))
     try:
-        backend = load_backend(
+        backend = backends.load_backend(
             args.model, device=args.device, served_model_name=args.served_model_name, tokenizer=args.tokenizer
         )
     except (OSError, ValueError) as exc:  # e.g. a model folder without weights or tokenizer files
