@@ -41,6 +41,21 @@ def test_guard_resume_refuses_checkpoints_made_with_other_settings(tmp_path):
     assert json.loads((folder / "resume_settings.json").read_text()) == {"learning_rate": 1e-4}
 
 
+def test_guard_resume_reads_a_setting_added_later_as_its_default(tmp_path):
+    folder = tmp_path / "04_igpo_rl"
+    guard_resume(folder, {"learning_rate": 5e-5})  # a run made before dynamic_sampling existed
+    _checkpoint(folder, 100)
+    defaults = {"dynamic_sampling": False}
+    guard_resume(folder, {"learning_rate": 5e-5, "dynamic_sampling": False}, defaults=defaults)  # made with it
+    with pytest.raises(ValueError, match=r"dynamic_sampling: False -> True"):
+        guard_resume(folder, {"learning_rate": 5e-5, "dynamic_sampling": True}, defaults=defaults)
+    other = tmp_path / "other"
+    guard_resume(other, {"learning_rate": 5e-5})
+    _checkpoint(other, 1)
+    with pytest.raises(ValueError, match=r"dynamic_sampling: None -> False"):  # without defaults: a change
+        guard_resume(other, {"learning_rate": 5e-5, "dynamic_sampling": False})
+
+
 def test_guard_resume_stores_paths_inside_the_run_folder_relative_to_it(tmp_path):
     run, moved = tmp_path / "run", tmp_path / "elsewhere"
     guard_resume(run / "04", {"sft_model": str(run / "03" / "model"), "base": "/models/qwen"}, root=run)

@@ -71,20 +71,26 @@ def discard_incomplete(folder: str | Path, log: Callable[[str], Any] = print) ->
     return removed
 
 
-def guard_resume(folder: str | Path, settings: dict[str, Any], root: str | Path | None = None) -> None:
+def guard_resume(
+    folder: str | Path,
+    settings: dict[str, Any],
+    root: str | Path | None = None,
+    defaults: dict[str, Any] | None = None,
+) -> None:
     """Refuse to resume checkpoints in ``folder`` that were made with other ``settings``.
 
     Training stages continue from their last ``checkpoint-N`` when run again (a killed run loses nothing).  A
     rerun with changed settings (another learning rate, question pool, model...) would silently continue the old
     run instead, so the settings that define a run are stored beside the checkpoints and compared; settings that
     may change on a resume (step or time limits) must be left out of ``settings``.  Paths inside ``root`` (the run
-    folder) are stored relative to it, so a run folder copied or moved elsewhere still resumes.
+    folder) are stored relative to it, so a run folder copied or moved elsewhere still resumes.  ``defaults``: the
+    values of settings added to the code after a run was made; a stored file without such a key was made with it.
     """
     folder = Path(folder)
     wanted = _portable(_json_roundtrip(settings), root)
     path = folder / RESUME_SETTINGS
     if checkpoints(folder) and path.exists():
-        before = _portable(read_json(path), root)
+        before = _portable({**_json_roundtrip(defaults or {}), **read_json(path)}, root)
         changed = sorted(k for k in set(before) | set(wanted) if before.get(k) != wanted.get(k))
         if changed:
             diff = ", ".join(f"{k}: {before.get(k)!r} -> {wanted.get(k)!r}" for k in changed[:6])
@@ -214,10 +220,11 @@ def prepare_resume(
     max_steps: int | None,
     limits: dict[str, Any],
     main_process: bool = True,
+    defaults: dict[str, Any] | None = None,
 ) -> ResumePoint:
     """Where a training stage writing its checkpoints to ``folder`` starts: :func:`guard_resume` (refuse checkpoints
-    made with other ``settings``), then :func:`resume_point`."""
-    guard_resume(folder, settings, root)
+    made with other ``settings``; ``defaults``: see there), then :func:`resume_point`."""
+    guard_resume(folder, settings, root, defaults)
     return resume_point(folder, max_steps, limits, main_process=main_process)
 
 

@@ -18,8 +18,10 @@ from ..eval.heldout import per_question
 from ..eval.stats import accuracy_ci
 from ..io import read_jsonl
 
-#: the per-step columns notebook 04 shows; groups_with_signal / groups_with_any_signal: shares of the step's groups
-#: whose outcomes differ / with any non-zero advantage (IG and penalties too), i.e. that can move the policy
+#: the per-step columns notebook 04 shows; groups_with_signal / groups_with_any_signal: shares of the step's trained
+#: groups whose outcomes differ / with any non-zero advantage (IG and penalties too), i.e. that can move the policy;
+#: sampled_groups_with_signal / groups_sampled: the same share among all the groups rolled out for the step, and
+#: their number (dynamic sampling rolls out more groups than it trains on; without it the two shares agree)
 STEP_KEYS = (
     "reward",
     "accuracy",
@@ -31,6 +33,8 @@ STEP_KEYS = (
     "adv_nonzero_frac",
     "groups_with_signal",
     "groups_with_any_signal",
+    "sampled_groups_with_signal",
+    "groups_sampled",
 )
 
 #: the RL stage folders of a run, by reward design
@@ -122,6 +126,11 @@ def why_no_gain(comparison: dict, episodes: pd.DataFrame, metrics: pd.DataFrame 
     if metrics is not None and "groups_with_signal" in metrics:
         signal = metrics["groups_with_signal"].mean()
         rows["mean share of groups with an outcome signal per step"] = round(float(signal), 3)
+    if metrics is not None and "groups_sampled" in metrics and metrics["groups_sampled"].notna().any():
+        # dynamic sampling: the groups above are the trained ones; these are all that were rolled out
+        rows["groups rolled out per step"] = round(float(metrics["groups_sampled"].mean()), 2)
+        share = metrics["sampled_groups_with_signal"].mean()
+        rows["share of rolled-out groups with an outcome signal"] = round(float(share), 3)
     return pd.DataFrame({"value": rows})
 
 
@@ -154,9 +163,12 @@ def arms_figure(run_dir: str | Path, sft_scored: pd.DataFrame | None = None, pat
     steps = pd.concat(steps, ignore_index=True)
     fig, axes = plt.subplots(1, 3, figsize=(15, 3.6))
     sns.lineplot(data=steps, x="step", y="reward", hue="arm", ax=axes[0]).set_title("outcome reward per step")
-    if "groups_with_signal" in steps:
-        sns.lineplot(data=steps, x="step", y="groups_with_signal", hue="arm", ax=axes[1])
-    axes[1].set_title("share of groups with an outcome signal")
+    if "groups_with_signal" in steps:  # among the rolled-out groups (runs from before dynamic sampling: the trained)
+        steps["signal"] = steps["groups_with_signal"]
+        if "sampled_groups_with_signal" in steps:
+            steps["signal"] = steps["sampled_groups_with_signal"].fillna(steps["signal"])
+        sns.lineplot(data=steps, x="step", y="signal", hue="arm", ax=axes[1])
+    axes[1].set_title("share of rolled-out groups with an outcome signal")
     if acc:
         a = pd.DataFrame(acc)
         axes[2].bar(

@@ -38,6 +38,7 @@ RANGES = {
     "num_generations": AT_LEAST_1,
     "micro_batch_size": AT_LEAST_1,
     "max_steps": AT_LEAST_1,
+    "max_sampling_rounds": AT_LEAST_1,
     "save_steps": AT_LEAST_1,
     "save_total_limit": AT_LEAST_1,
     "lora_r": NON_NEGATIVE,
@@ -114,6 +115,21 @@ class IGPOConfig:
     num_generations: int = field(default=8, metadata={"help": "Group size n: rollouts per question."})
     micro_batch_size: int = field(default=1, metadata={"help": "Trajectories per forward/backward."})
     max_steps: int = field(default=60, metadata={"help": "RL steps (DR-Venus: one epoch of ~1K prompts / 16)."})
+    # --- dynamic sampling (DAPO; off in DR-Venus's train_igpo.sh) ----------------------------------------------
+    dynamic_sampling: bool = field(
+        default=False,
+        metadata={
+            "help": "Drop the groups whose rollouts all got the same judge score (all right or all wrong: no "
+            "outcome advantage) and refill the step with groups of new questions, as DAPO does; one process only."
+        },
+    )
+    max_sampling_rounds: int = field(
+        default=3,
+        metadata={
+            "help": "dynamic_sampling: rollout rounds per step at most (each rolls out prompts_per_step questions); "
+            "a step still short of groups with signal after them fills up with the others (DAPO: max_num_gen_batches)."
+        },
+    )
     save_steps: int = field(default=5, metadata={"help": "Checkpoint every this many steps."})
     save_total_limit: int | None = field(
         default=2,

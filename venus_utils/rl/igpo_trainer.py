@@ -3,7 +3,8 @@
 TRL provides the loop (repeat sampler over groups of ``n``, generation buffering, optimizer, checkpoints,
 logging).  Two methods are replaced:
 
-- ``_generate_and_score_completions``: roll out each question with the agent loop (exact sampled ids),
+- ``_generate_and_score_completions``: roll out each question with the agent loop (exact sampled ids; with
+  ``dynamic_sampling``, DAPO's refill of groups without an outcome signal: :meth:`IGPOTrainer.sample_batch`),
   compute the information gain with the same weights, the format check, the judge's verdict, call the turn /
   outcome reward functions, place the rewards on tokens, and turn them into per-token advantages of shape (B, T)
   over the *whole* batch, all processes gathered (DR-Venus's ``info_gain_advantage.py``);
@@ -25,6 +26,7 @@ import copy
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import numpy as np
 import torch
 from accelerate.utils import gather_object
 from transformers import TrainerCallback
@@ -42,7 +44,7 @@ from .info_gain import compute_info_gain
 from .loss import policy_loss, token_logprobs
 from .rewards import Episode, episode_rewards, reward_functions
 from .rollout import VLLMServer
-from .trainer import process_advantages
+from .trainer import DynamicBatch, process_advantages
 
 #: rollout_fn(model, tokenizer, rows, cfg, llm=None) -> one Episode per row, same order (rows repeat for the
 #: group); ``llm`` is TRL's vLLM engine when ``use_vllm`` is on (weights already synced), else None
@@ -189,6 +191,12 @@ class IGPOTrainer(AtomicCheckpoints, GRPOTrainer):
         )
         if self._ref is not None:
             self._ref.to(self.accelerator.device)
+        if cfg.dynamic_sampling and self.accelerator.num_processes > 1:
+            raise ValueError(
+                "dynamic_sampling decides per step which questions to roll out next, in one process: run without "
+                "accelerate launch, or set dynamic_sampling to false for this "
+                f"{self.accelerator.num_processes}-process run"
+            )
         self.im_end_id = tokenizer.convert_tokens_to_ids("<|im_end|>")
 
     def create_model_card(self, *args, **kwargs):
@@ -215,9 +223,21 @@ class IGPOTrainer(AtomicCheckpoints, GRPOTrainer):
             return self._vllm_server
         return self.vllm_generation.llm if self.use_vllm else None
 
+    def judge_episodes(self, episodes: Sequence[Episode]) -> None:
+        """The judge's verdict on each episode's final answer (``ep.judge_score``), one call per batch."""
+        scores = self.judge(
+            [ep.question for ep in episodes],
+            [ep.prediction or "" for ep in episodes],
+            [ep.ground_truth for ep in episodes],
+        )
+        for ep, score in zip(episodes, scores, strict=True):
+            ep.judge_score = float(score)
+
     def score_episodes(self, episodes: Sequence[Episode]) -> list[dict[int, float]]:
-        """Fill IG / format errors / judge score on each episode and return its token-level rewards."""
+        """Fill IG and format errors on each judged episode (:meth:`judge_episodes`) and return its token-level
+        rewards."""
         cfg, policy = self.igpo, self.policy()
+        rewards = []
         for ep in episodes:
             ig = compute_info_gain(
                 policy,
@@ -234,14 +254,6 @@ class IGPOTrainer(AtomicCheckpoints, GRPOTrainer):
             )
             ep.info_gain, ep.ig_values = ig.gains, ig.values
             ep.format_errors = turn_format_errors(ep.turns)
-        scores = self.judge(
-            [ep.question for ep in episodes],
-            [ep.prediction or "" for ep in episodes],
-            [ep.ground_truth for ep in episodes],
-        )
-        rewards = []
-        for ep, score in zip(episodes, scores, strict=True):
-            ep.judge_score = float(score)
             if ep.num_turns == 0 or not ep.completion_ids:  # a failed rollout: no tokens, no statistics
                 ep.extra.update(turn_rewards=[], outcome=0.0)
                 rewards.append({})
@@ -251,6 +263,41 @@ class IGPOTrainer(AtomicCheckpoints, GRPOTrainer):
             rewards.append(episode_rewards(ep, turn, outcome, self.im_end_id))
         return rewards
 
+    def _roll_out(self, policy, rows) -> list[Episode]:
+        """One rollout per row (rows repeat for the group), judged; ``ep.group`` is the row's id."""
+        episodes = self.rollout_fn(policy, self.processing_class, rows, self.igpo, llm=self._synced_llm())
+        if len(episodes) != len(rows):
+            raise RuntimeError(f"rollout_fn returned {len(episodes)} episodes for {len(rows)} rows")
+        for ep, row in zip(episodes, rows):
+            ep.group = row.get("id", row["question"])
+        self.judge_episodes(episodes)
+        return episodes
+
+    def refill_rows(self, seen: set, sampling_round: int) -> list[dict]:
+        """Dynamic sampling's next round: ``prompts_per_step`` questions of the training set not yet rolled out in
+        this step, drawn with a generator seeded by (seed, step, round), so a resumed run draws the same ones; each
+        row repeated ``num_generations`` times."""
+        cfg, data = self.igpo, self.train_dataset
+        ids = data["id"] if "id" in data.column_names else data["question"]
+        fresh = [k for k, gid in enumerate(ids) if gid not in seen]
+        rng = np.random.default_rng([cfg.seed, self.state.global_step, sampling_round])
+        picked = rng.choice(fresh, size=min(cfg.prompts_per_step, len(fresh)), replace=False) if fresh else []
+        return [data[int(k)] for k in picked for _ in range(cfg.num_generations)]
+
+    def sample_batch(self, policy, inputs) -> tuple[list[Episode], dict]:
+        """This step's judged episodes (``len(inputs)`` of them) and the sampling counts: the rollouts of ``inputs``,
+        or with ``dynamic_sampling`` groups with an outcome signal from up to ``max_sampling_rounds`` rounds
+        (:class:`~.trainer.DynamicBatch`)."""
+        cfg = self.igpo
+        batch = DynamicBatch(len(inputs), cfg.num_generations, cfg.dynamic_sampling)
+        batch.add(self._roll_out(policy, inputs))
+        while not batch.full and batch.rounds < cfg.max_sampling_rounds:
+            rows = self.refill_rows(batch.seen, batch.rounds)
+            if not rows:  # every question of the training set is already in this step
+                break
+            batch.add(self._roll_out(policy, rows))
+        return batch.episodes(), batch.stats()
+
     def _generate_and_score_completions(self, inputs):
         device, mode = self.accelerator.device, "train" if self.model.training else "eval"
         policy = self.policy()
@@ -258,19 +305,15 @@ class IGPOTrainer(AtomicCheckpoints, GRPOTrainer):
         policy.eval()
         try:
             with torch.no_grad():
-                episodes = self.rollout_fn(policy, self.processing_class, inputs, self.igpo, llm=self._synced_llm())
-            if len(episodes) != len(inputs):
-                raise RuntimeError(f"rollout_fn returned {len(episodes)} episodes for {len(inputs)} rows")
-            for ep, row in zip(episodes, inputs):
-                ep.group = row.get("id", row["question"])
-            rewards = self.score_episodes(episodes)
+                episodes, sampling = self.sample_batch(policy, inputs)
+                rewards = self.score_episodes(episodes)
         finally:
             policy.train(was_training)
 
         # advantages over the whole batch (all processes), then this process's slice
         lengths = [len(ep.completion_ids) if r else 0 for ep, r in zip(episodes, rewards)]
         everything = gather_object([(r, n, ep.group) for r, n, ep in zip(rewards, lengths, episodes)])
-        stats: dict = {}
+        stats: dict = dict(sampling)
         local_adv = process_advantages(everything, self.accelerator.process_index, len(episodes), self.igpo, stats)
 
         prompt_ids = pad(
@@ -386,6 +429,9 @@ class IGPOTrainer(AtomicCheckpoints, GRPOTrainer):
             m["ig_scale"].append(stats["ig_scale"])
         for key in ("groups_with_signal", "groups_with_any_signal"):  # shares of groups that can move the policy
             m[key].append(stats.get(key, 0.0))
+        # what was rolled out for the step (dynamic sampling rolls out more than it trains on)
+        for key in ("groups_sampled", "sampled_groups_with_signal", "groups_dropped", "sampling_rounds"):
+            m[key].append(float(stats[key]))
         adv = advantages[loss_mask.bool()]
         local = [adv.abs().sum(), (adv != 0).sum(), torch.tensor(adv.numel(), device=adv.device)]
         sums = self.accelerator.reduce(torch.stack([x.float() for x in local]), reduction="sum")  # all processes

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import fields
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -104,7 +105,8 @@ def resume(
         max_steps=cfg.max_steps,
         limits=finish_limits(cfg, max_time_minutes),
         main_process=is_main_process(),
-    )
+        defaults={f.name: f.default for f in fields(IGPOConfig) if f.name not in RESUMABLE_FIELDS},
+    )  # a run made before a setting existed was made with its default
 
 
 def filter_questions(
@@ -261,13 +263,15 @@ def summary_figures(
     comparison: dict[str, Any],
 ) -> dict[str, Any]:
     """The stage's key figures for ``summary.json``: the training from the trainer's log (steps, last loss and
-    reward, mean IG, last malformed-turn rate, mean share of groups with an outcome signal), what it ran on (SFT
+    reward, mean IG, last malformed-turn rate, mean share of trained and of rolled-out groups with an outcome signal,
+    groups rolled out in all), what it ran on (SFT
     model, question file, ``questions`` counts of :func:`filter_questions`, ``judge``'s description, resume point,
     processes, config) and the held-out ``comparison`` of :func:`venus_utils.eval.heldout.compare` ({} without
     held-out questions: its figures are None)."""
     log = trainer.state.log_history
     losses, rewards, penalties = _logged(log, "loss"), _logged(log, "reward"), _logged(log, "penalty_rate")
     ig, signal = _logged(log, "ig_mean"), _logged(log, "groups_with_signal")
+    sampled, sampled_signal = _logged(log, "groups_sampled"), _logged(log, "sampled_groups_with_signal")
     return dict(
         steps=int(trainer.state.global_step),
         loss_last=losses[-1] if losses else None,
@@ -275,6 +279,8 @@ def summary_figures(
         mean_ig=sum(ig) / len(ig) if ig else None,
         penalty_rate=penalties[-1] if penalties else None,
         groups_with_signal=sum(signal) / len(signal) if signal else None,
+        sampled_groups_with_signal=sum(sampled_signal) / len(sampled_signal) if sampled_signal else None,
+        groups_sampled=int(sum(sampled)) if sampled else None,
         reward_mode=cfg.reward_mode,
         sft_model=str(sft_dir),
         rl_question_file=str(train_file),

@@ -6,6 +6,7 @@ loading and model saving (:mod:`venus_utils.rl.questions`, :mod:`venus_utils.rl.
 - :func:`rl_rows`: training rows from a QA table;
 - :func:`process_advantages`: one process's advantages, computed over the batch gathered from all processes;
 - :func:`group_signal`: which groups of a batch can move the policy at all;
+- :class:`DynamicBatch`: DAPO's dynamic sampling, the step's batch made of groups with an outcome signal;
 - :func:`save_policy` / :func:`model_card`: the trained policy as a plain transformers folder, with its card.
 """
 
@@ -85,6 +86,64 @@ def group_signal(
         "groups_with_signal": sum(len(set(v)) > 1 for v in outcomes.values()) / k if k else 0.0,
         "groups_with_any_signal": sum(moved.values()) / k if k else 0.0,
     }
+
+
+class DynamicBatch:
+    """One step's batch of ``size`` episodes in groups of ``n``, made from one or more rollout rounds.
+
+    Without ``dynamic_sampling`` the first round is the batch, as it came.  With it (DAPO), a group whose rollouts
+    all got the same judge score (all right or all wrong: its outcome advantages are all zero) is set aside; the
+    trainer rolls out further rounds of new questions (:meth:`add`) while the batch is not :attr:`full`, and
+    :meth:`episodes` returns the groups with a signal first, topped up with the set-aside groups when the rounds ran
+    out.  :meth:`stats` counts what was sampled, so the advantage-collapse measure stays comparable with a run
+    without dynamic sampling (``sampled_groups_with_signal``).  Episodes need ``group`` and ``judge_score``.
+    """
+
+    def __init__(self, size: int, n: int, dynamic_sampling: bool):
+        if dynamic_sampling and (n < 1 or size % n):
+            raise ValueError(f"a batch of {size} episodes does not split into groups of {n}")
+        self.size, self.n, self.dynamic = size, n, dynamic_sampling
+        self.signal: list[list] = []
+        self.flat: list[list] = []
+        self.first: list = []
+        self.rounds = 0
+        self.seen: set[Hashable] = set()
+
+    def add(self, episodes: Sequence) -> None:
+        """One round's episodes, grouped by ``ep.group`` (the rollouts of one question)."""
+        self.rounds += 1
+        if self.rounds == 1:
+            self.first = list(episodes)
+        groups: dict[Hashable, list] = {}
+        for ep in episodes:
+            groups.setdefault(ep.group, []).append(ep)
+        for gid, group in groups.items():
+            if self.dynamic and len(group) != self.n:
+                raise ValueError(f"group {gid!r} has {len(group)} rollouts; dynamic sampling needs {self.n} each")
+            self.seen.add(gid)
+            scores = {float(ep.judge_score) for ep in group}
+            (self.signal if len(scores) > 1 else self.flat).append(group)
+
+    @property
+    def full(self) -> bool:
+        """Enough groups with a signal (always, without dynamic sampling: one round is the batch)."""
+        return not self.dynamic or len(self.signal) * self.n >= self.size
+
+    def episodes(self) -> list:
+        if not self.dynamic:
+            return list(self.first)
+        groups = (self.signal + self.flat)[: self.size // self.n]
+        return [ep for g in groups for ep in g]
+
+    def stats(self) -> dict[str, float]:
+        sampled = len(self.signal) + len(self.flat)
+        trained = min(sampled, self.size // self.n) if self.dynamic else sampled
+        return {
+            "groups_sampled": sampled,
+            "sampled_groups_with_signal": len(self.signal) / sampled if sampled else 0.0,
+            "groups_dropped": sampled - trained,
+            "sampling_rounds": self.rounds,
+        }
 
 
 def save_policy(
