@@ -92,9 +92,7 @@ class DemoServer:
         allow_any_endpoint: bool = False,
         exposed: bool = False,
     ):
-        if run_fn is None:
-            run_fn = agent_run_fn
-        self.run_fn = run_fn
+        self.run_fn = run_fn or agent_run_fn
         self.defaults = defaults or DemoSettings()
         self.concurrency, self.max_queue = concurrency, max_queue
         self.slots = RunSlots(concurrency)  # counts runs until their threads end (Gradio's limit frees on cancel)
