@@ -134,3 +134,40 @@ def test_dynamic_sampling_is_a_config_field_with_a_bounded_number_of_rounds():
     assert IGPOConfig().dynamic_sampling is False  # DR-Venus trains without it
     with pytest.raises(ValueError, match="max_sampling_rounds"):
         IGPOConfig(max_sampling_rounds=0)
+
+
+def test_arms_of_a_run_folder_include_dynamic_sampling_and_plot_the_rolled_out_signal(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import pandas as pd
+
+    from venus_utils.io import write_json, write_jsonl
+    from venus_utils.rl import analysis
+
+    scored = pd.DataFrame({"id": ["a", "b", "c"], "correct": [True, False, True], "turns": [3, 4, 3]})
+    old_run = [{"step": s, "reward": 0.5, "groups_with_signal": 0.25} for s in (1, 2)]  # logged before the keys
+    ds_run = [
+        {"step": s, "reward": 0.5, "groups_with_signal": 1.0, "groups_sampled": 10, "sampled_groups_with_signal": 0.4}
+        for s in (1, 2)
+    ]
+    for folder, rows in (("04_igpo_rl", old_run), ("04_igpo_rl_ds", ds_run), ("04_igpo_rl_grpo", None)):
+        (tmp_path / folder).mkdir()
+        if rows is None:
+            continue  # an arm that never finished: no summary.json
+        write_json(tmp_path / folder / "summary.json", {"stage": folder})
+        write_jsonl(tmp_path / folder / "metrics.jsonl", rows)
+        scored.to_parquet(tmp_path / folder / "heldout_rl.parquet")
+    assert analysis.arms(tmp_path) == {
+        "IGPO": tmp_path / "04_igpo_rl",
+        "IGPO + dynamic sampling": tmp_path / "04_igpo_rl_ds",
+    }
+    fig = analysis.arms_figure(tmp_path, scored, tmp_path / "arms.png")
+    assert fig is not None and (tmp_path / "arms.png").exists()
+    signal = {
+        line.get_label(): [float(y) for y in line.get_ydata()] for line in fig.axes[1].get_lines() if line.get_label()
+    }
+    assert [0.25, 0.25] in signal.values() and [0.4, 0.4] in signal.values()  # rolled-out share, old runs: trained
+
+    why = analysis.why_no_gain({"n": 3}, pd.DataFrame(), pd.DataFrame(ds_run))["value"]
+    assert why["groups rolled out per step"] == 10 and why["share of rolled-out groups with an outcome signal"] == 0.4

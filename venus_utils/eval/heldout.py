@@ -37,11 +37,17 @@ from .stats import accuracy_ci, accuracy_table, paired_comparison
 
 HELDOUT_DIR = "heldout"
 #: where each stage keeps its greedy held-out results (``scored``: parquet; the rollouts beside it as .jsonl)
+#: the RL stage folders of a run, by training design: notebook 04's (IGPO), and the arms that
+#: ``python -m venus_utils.rl train --set ... --out <run>/<folder>`` trains beside it from the same SFT model
+RL_ARMS = {
+    "IGPO": "04_igpo_rl",
+    "GRPO": "04_igpo_rl_grpo",  # --set reward_mode=grpo: the outcome-only baseline
+    "IGPO + dynamic sampling": "04_igpo_rl_ds",  # --set dynamic_sampling=true
+}
 SCORED = {
     "base": "03_sft_unsloth/heldout_base.parquet",
     "SFT": "03_sft_unsloth/heldout_sft.parquet",
-    "RL (IGPO)": "04_igpo_rl/heldout_rl.parquet",
-    "RL (GRPO)": "04_igpo_rl_grpo/heldout_rl.parquet",
+    **{f"RL ({arm})": f"{folder}/heldout_rl.parquet" for arm, folder in RL_ARMS.items()},
 }
 META_COLUMNS = ("template", "hops", "subworld", "world")
 DROP_COLUMNS = ("messages", "turn_log", "boundaries", "prompt_ids", "completion_ids", "completion_mask")

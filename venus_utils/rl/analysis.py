@@ -4,7 +4,8 @@ is what it is, and the IGPO / outcome-only GRPO arms of a run folder side by sid
 - :func:`summarize_steps` (``metrics.jsonl``), :func:`episodes_frame` / :func:`ig_by_turn` (``episodes.jsonl``) and
   :func:`training_figure`: what happened during training;
 - :func:`why_no_gain`: the measured reasons for a small RL gain, as one table;
-- :func:`arms` / :func:`arms_figure`: the reward arms of a run folder (:data:`ARMS`) and their comparison.
+- :func:`arms` / :func:`arms_figure`: the RL arms of a run folder (:data:`venus_utils.eval.heldout.RL_ARMS`) and
+  their comparison.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..eval.heldout import per_question
+from ..eval.heldout import RL_ARMS, per_question
 from ..eval.stats import accuracy_ci
 from ..io import read_jsonl
 
@@ -36,9 +37,6 @@ STEP_KEYS = (
     "sampled_groups_with_signal",
     "groups_sampled",
 )
-
-#: the RL stage folders of a run, by reward design
-ARMS = {"IGPO": "04_igpo_rl", "GRPO (outcome only)": "04_igpo_rl_grpo"}
 
 
 def summarize_steps(metrics: pd.DataFrame, keys: Sequence[str] = STEP_KEYS) -> pd.DataFrame:
@@ -135,16 +133,19 @@ def why_no_gain(comparison: dict, episodes: pd.DataFrame, metrics: pd.DataFrame 
 
 
 def arms(run_dir: str | Path) -> dict[str, Path]:
-    """The RL runs of a run folder that finished (``summary.json``), by reward design: IGPO (``04_igpo_rl``) and the
-    outcome-only GRPO arm (``04_igpo_rl_grpo``: ``python -m venus_utils.rl train --set reward_mode=grpo --out ...``).
+    """The RL runs of a run folder that finished (``summary.json``), by design
+    (:data:`~venus_utils.eval.heldout.RL_ARMS`): IGPO (``04_igpo_rl``), the outcome-only GRPO arm
+    (``04_igpo_rl_grpo``: ``python -m venus_utils.rl train --set reward_mode=grpo --out ...``) and IGPO with
+    dynamic sampling (``04_igpo_rl_ds``: ``--set dynamic_sampling=true``).
     """
-    folders = {label: Path(run_dir) / name for label, name in ARMS.items()}
+    folders = {label: Path(run_dir) / name for label, name in RL_ARMS.items()}
     return {label: folder for label, folder in folders.items() if (folder / "summary.json").exists()}
 
 
 def arms_figure(run_dir: str | Path, sft_scored: pd.DataFrame | None = None, path: str | Path | None = None):
-    """IGPO and GRPO side by side, when both ran: outcome reward and share of groups with an outcome signal per step,
-    and held-out accuracy (greedy, 95% interval) of SFT and each arm.  None when fewer than two arms finished."""
+    """The RL arms side by side, when two or more ran: outcome reward and share of rolled-out groups with an outcome
+    signal per step, and held-out accuracy (greedy, 95% interval) of SFT and each arm.  None when fewer than two
+    arms finished."""
     import matplotlib.pyplot as plt
     import seaborn as sns
 
