@@ -4,6 +4,7 @@
     accelerate launch --config_file params/accelerate/single_node_8gpu.yaml \
         -m venus_utils.rl train --params params/paper.yaml
     python -m venus_utils.rl train --params params/cpu.yaml --set reward_mode=grpo --out runs/cpu/04_igpo_rl_grpo
+    python -m venus_utils.rl train --params params/cpu.yaml --set dynamic_sampling=true --out runs/cpu/04_igpo_rl_ds
 
 It reads the ``04_igpo_rl`` parameters (notebook defaults < profile < ``--set``), starts from
 ``03_sft_unsloth/model``, rolls out with the offline world's tools (``00_setup/world``) or the web tools, and trains
@@ -11,7 +12,8 @@ with :class:`venus_utils.rl.igpo_trainer.IGPOTrainer` and DR-Venus's default tur
 notebook's optional ``search_cost``), or with ``--set reward_mode=grpo`` the outcome-only GRPO baseline: the same SFT
 model, seed, questions and budget, only the rewards differ.  Give that arm its own ``--out`` folder (relative paths are
 taken from the working directory: run from the repository root) so that both arms sit side by side in the run
-folder; a folder's checkpoints are never resumed with another reward mode.  Every process rolls out its share of
+folder (:data:`venus_utils.eval.heldout.RL_ARMS` lists the folders notebooks 04 and 05 compare); a folder's
+checkpoints are never resumed with other settings.  Every process rolls out its share of
 each step's ``prompts_per_step x num_generations`` episodes; advantages are computed over the gathered batch.  It
 writes ``model/`` (with a ``README.md`` model card), ``metrics.jsonl``, ``episodes.jsonl``, the newest
 ``checkpoint-N/`` folders (``save_total_limit``) and ``summary.json``; a rerun resumes from the newest checkpoint.
