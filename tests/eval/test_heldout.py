@@ -139,3 +139,37 @@ def test_compare_pairs_models_by_question_and_compare_to_takes_every_rl_model():
     assert set(both) == {"RL (IGPO)", "RL (GRPO)"}
     assert both["RL (IGPO)"] == cmp and both["RL (GRPO)"]["fixed"] == both["RL (GRPO)"]["broken"] == 0
     assert ho.compare_to({"RL (IGPO)": rl}) == {}
+
+
+def test_compare_runs_pairs_each_run_and_pools_the_seeds(tmp_path, capsys):
+    from venus_utils.eval import heldout as ho
+    from venus_utils.eval.__main__ import main
+    from venus_utils.io import read_json
+
+    runs = [tmp_path / "seed0", tmp_path / "seed1"]
+    tables = [  # the same question ids in both runs: pooled, they stay two questions each
+        (_scored({"a": [1], "b": [0], "c": [0]}), _scored({"a": [1], "b": [1], "c": [1]})),
+        (_scored({"a": [0], "b": [1], "c": [1]}), _scored({"a": [1], "b": [1], "c": [0]})),
+    ]
+    for run, (sft, rl) in zip(runs, tables):
+        for label, scored in (("SFT", sft), ("RL (IGPO)", rl)):
+            (run / ho.SCORED[label]).parent.mkdir(parents=True, exist_ok=True)
+            scored.to_parquet(run / ho.SCORED[label])
+    table = ho.compare_runs(runs).set_index("run")
+    assert table.loc[str(runs[0]), ["n", "fixed", "broken"]].tolist() == [3, 2, 0]
+    assert table.loc[str(runs[1]), ["n", "fixed", "broken"]].tolist() == [3, 1, 1]
+    pooled = table.loc["pooled"]
+    assert (pooled["n"], pooled["fixed"], pooled["broken"]) == (6, 3, 1)
+    assert pooled["mcnemar_p"] == pytest.approx(mcnemar_exact(3, 1))
+    assert pooled["accuracy_before"] == pytest.approx(3 / 6) and pooled["accuracy_after"] == pytest.approx(5 / 6)
+    assert len(ho.compare_runs(runs[:1])) == 1  # one run: no pooled row
+
+    assert main(["compare", *map(str, runs), "--json", str(tmp_path / "seeds.json")]) == 0
+    out = capsys.readouterr().out
+    assert "RL (IGPO) against SFT" in out and "pooled" in out
+    assert read_json(tmp_path / "seeds.json")["rows"][-1]["fixed"] == 3
+
+    assert main(["compare", str(runs[0]), "--model", "RL (GRPO)"]) == 2  # no GRPO arm in that run
+    assert "04_igpo_rl_grpo/heldout_rl.parquet" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="models are one of"):
+        ho.compare_runs(runs, model="RL")

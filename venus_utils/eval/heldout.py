@@ -18,6 +18,7 @@ and ``subworld``.  :func:`load_scored` reads one back; :func:`per_question` redu
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -244,6 +245,30 @@ def compare(baseline: pd.DataFrame, other: pd.DataFrame) -> dict[str, Any]:
     before = per_question(baseline).set_index("id")["correct"]
     after = per_question(other).set_index("id")["correct"]
     return paired_comparison(before, after)
+
+
+def compare_runs(run_dirs: Sequence[str | Path], baseline: str = "SFT", model: str = "RL (IGPO)") -> pd.DataFrame:
+    """``model`` against ``baseline`` (labels of :data:`SCORED`) in each run folder, paired by question, and, for
+    two or more runs (e.g. one per seed), pooled: every run's questions taken together as one paired sample (a
+    question of run k counts as its own question).  One row per run plus ``pooled``, with
+    :func:`venus_utils.eval.stats.paired_comparison`'s columns.  A run without both results is an error naming the
+    missing files."""
+    if baseline not in SCORED or model not in SCORED:
+        raise ValueError(f"models are one of {sorted(SCORED)}; got {baseline!r} and {model!r}")
+    rows, before, after = [], [], []
+    for k, run in enumerate(map(Path, run_dirs)):
+        missing = [str(run / SCORED[label]) for label in (baseline, model) if not (run / SCORED[label]).exists()]
+        if missing:
+            raise FileNotFoundError(f"{run}: no held-out results at {', '.join(missing)}")
+        a, b = (
+            per_question(load_scored(run / SCORED[label])).set_index("id")["correct"] for label in (baseline, model)
+        )
+        rows.append({"run": str(run), **paired_comparison(a, b)})
+        before.append(a.rename(index=lambda q, k=k: f"{k}:{q}"))
+        after.append(b.rename(index=lambda q, k=k: f"{k}:{q}"))
+    if len(rows) > 1:
+        rows.append({"run": "pooled", **paired_comparison(pd.concat(before), pd.concat(after))})
+    return pd.DataFrame(rows)
 
 
 def compare_to(results: dict[str, pd.DataFrame], baseline: str = "SFT") -> dict[str, dict[str, Any]]:
