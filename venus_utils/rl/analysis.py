@@ -132,24 +132,37 @@ def why_no_gain(comparison: dict, episodes: pd.DataFrame, metrics: pd.DataFrame 
     return pd.DataFrame({"value": rows})
 
 
-def arms(run_dir: str | Path) -> dict[str, Path]:
+def arms(run_dir: str | Path, current: str | Path | None = None) -> dict[str, Path]:
     """The RL runs of a run folder that finished (``summary.json``), by design
     (:data:`~venus_utils.eval.heldout.RL_ARMS`): IGPO (``04_igpo_rl``), the outcome-only GRPO arm
     (``04_igpo_rl_grpo``: ``python -m venus_utils.rl train --set reward_mode=grpo --out ...``) and IGPO with
-    dynamic sampling (``04_igpo_rl_ds``: ``--set dynamic_sampling=true``).
+    dynamic sampling (``04_igpo_rl_ds``: ``--set dynamic_sampling=true``).  ``current``: the stage folder being run
+    (notebook 04 draws the figure before its own ``summary.json`` is written), counted when it has metrics.
     """
     folders = {label: Path(run_dir) / name for label, name in RL_ARMS.items()}
-    return {label: folder for label, folder in folders.items() if (folder / "summary.json").exists()}
+    here = Path(current).resolve() if current is not None else None
+
+    def done(folder: Path) -> bool:
+        if here is not None and folder.resolve() == here:
+            return (folder / "metrics.jsonl").exists()
+        return (folder / "summary.json").exists()
+
+    return {label: folder for label, folder in folders.items() if done(folder)}
 
 
-def arms_figure(run_dir: str | Path, sft_scored: pd.DataFrame | None = None, path: str | Path | None = None):
+def arms_figure(
+    run_dir: str | Path,
+    sft_scored: pd.DataFrame | None = None,
+    path: str | Path | None = None,
+    current: str | Path | None = None,
+):
     """The RL arms side by side, when two or more ran: outcome reward and share of rolled-out groups with an outcome
     signal per step, and held-out accuracy (greedy, 95% interval) of SFT and each arm.  None when fewer than two
-    arms finished."""
+    arms finished (``current``: see :func:`arms`)."""
     import matplotlib.pyplot as plt
     import seaborn as sns
 
-    found = arms(run_dir)
+    found = arms(run_dir, current)
     if len(found) < 2:
         return None
     steps, acc = [], []
