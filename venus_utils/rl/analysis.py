@@ -193,6 +193,7 @@ def arms_figure(
             color="#8fb3d9",
         )
         axes[2].set(ylabel="accuracy (95% CI)", title=f"held-out accuracy, greedy (n={int(a['n'].iloc[0])})")
+        axes[2].tick_params(axis="x", labelrotation=20)  # "IGPO + dynamic sampling" would overlap its neighbours
     fig.tight_layout()
     if path is not None:
         fig.savefig(path, dpi=110)
