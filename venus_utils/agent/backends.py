@@ -168,6 +168,12 @@ class TransformersBackend:
 
     ``stop_event``: when set, a ``generate`` call in progress ends at the next token (a cancelled run then frees
     its thread at once instead of generating up to ``max_new_tokens``).
+
+    ``fast`` (default): a model that :mod:`venus_utils.agent.kv_decode` supports (the tiny Qwen3, any plain
+    Qwen3/Qwen2/Llama) generates through :class:`~venus_utils.agent.kv_decode.KVDecoder`: each rollout's keys and
+    values are kept across its turns, only the new tokens are encoded, and the batch decodes over a preallocated
+    cache (greedy answers equal ``generate``'s).  ``fast=False``, or any other model, uses ``model.generate``
+    (:meth:`generate_ids_reference`).
     """
 
     def __init__(
@@ -178,6 +184,7 @@ class TransformersBackend:
         seed: int | None = 0,
         device: str | None = None,
         stop_event: threading.Event | None = None,
+        fast: bool = True,
     ):
         import torch
 
@@ -190,6 +197,12 @@ class TransformersBackend:
         self._queue: list[tuple[list[int], Sampling, asyncio.Future]] = []
         self._worker: asyncio.Task | None = None
         self._lock = threading.Lock()
+        self.decoder = None
+        if fast:
+            from .kv_decode import KVDecoder, supports
+
+            if supports(model):
+                self.decoder = KVDecoder(model, pad_id=self.pad_id, max_entries=2 * max_batch + 8)
 
     @classmethod
     def from_pretrained(cls, path: str, device: str = "cpu", keep: bool = False, **kwargs) -> TransformersBackend:
@@ -224,18 +237,51 @@ class TransformersBackend:
                     if not fut.done():
                         fut.set_result(Generation("", None, "error", redact(f"{type(exc).__name__}: {exc}")))
 
-    def generate_ids(self, prompts: list[list[int]], sampling: Sampling) -> list[list[int]]:
-        """Sampled ids per prompt (cut after the first end-of-turn token)."""
-        import torch
-
-        width = max(len(p) for p in prompts)
-        input_ids = torch.tensor([[self.pad_id] * (width - len(p)) + p for p in prompts], device=self.device)
-        attention = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=self.device)
+    def _stop_ids(self, sampling: Sampling) -> set[int]:
         stop_ids = set(self.chat.eos_ids)
         for stop in sampling.stop:  # a stop string that is one token stops generation early
             ids = self.chat.encode(stop)
             if len(ids) == 1:
                 stop_ids.add(ids[0])
+        return stop_ids
+
+    def _reseed(self) -> None:
+        import torch
+
+        if self._gen is not None:
+            torch.manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=self._gen)))
+
+    def generate_ids(self, prompts: list[list[int]], sampling: Sampling) -> list[list[int]]:
+        """Sampled ids per prompt (cut after the first end-of-turn token): the fast path when the model has one."""
+        if self.decoder is None:
+            return self.generate_ids_reference(prompts, sampling)
+        import torch
+
+        with self._lock, torch.no_grad():
+            self._reseed()
+            was_training = self.model.training  # generate in eval mode, leave the model as it was (RL trains it)
+            self.model.eval()
+            try:
+                return self.decoder.generate(
+                    prompts,
+                    sampling.max_new_tokens,
+                    self._stop_ids(sampling),
+                    temperature=sampling.temperature,
+                    top_p=sampling.top_p,
+                    top_k=sampling.top_k,
+                    should_stop=self.stop_event.is_set if self.stop_event is not None else None,
+                )
+            finally:
+                self.model.train(was_training)
+
+    def generate_ids_reference(self, prompts: list[list[int]], sampling: Sampling) -> list[list[int]]:
+        """``generate_ids`` through transformers ``model.generate`` (left padding, the whole context re-encoded)."""
+        import torch
+
+        width = max(len(p) for p in prompts)
+        input_ids = torch.tensor([[self.pad_id] * (width - len(p)) + p for p in prompts], device=self.device)
+        attention = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=self.device)
+        stop_ids = self._stop_ids(sampling)
         kwargs = dict(
             max_new_tokens=sampling.max_new_tokens, eos_token_id=sorted(stop_ids) or None, pad_token_id=self.pad_id
         )
@@ -248,9 +294,8 @@ class TransformersBackend:
         else:
             kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
         with self._lock, torch.no_grad():
-            if self._gen is not None:
-                torch.manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=self._gen)))
-            was_training = self.model.training  # generate in eval mode, leave the model as it was (RL trains it)
+            self._reseed()
+            was_training = self.model.training
             self.model.eval()
             try:
                 out = self.model.generate(input_ids=input_ids, attention_mask=attention, **kwargs)

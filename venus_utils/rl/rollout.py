@@ -90,7 +90,7 @@ def _vllm_backend(llm, model, tokenizer, max_batch: int):
                 result.append(ids[: cut + 1] if cut is not None else ids)
             return result
 
-    return VLLMBackend(model, tokenizer, max_batch=max_batch, seed=None)
+    return VLLMBackend(model, tokenizer, max_batch=max_batch, seed=None, fast=False)
 
 
 @dataclass(frozen=True)

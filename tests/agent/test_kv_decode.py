@@ -1,0 +1,122 @@
+"""The fast generation path (agent.kv_decode): the same greedy ids and rollouts as transformers ``generate``, the
+cache reused across turns and dropped when a weight changes, transformers' sampling warpers."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+import torch
+
+from venus_utils.agent import AgentConfig, TransformersBackend, run_many
+from venus_utils.agent.backends import Sampling
+from venus_utils.agent.kv_decode import KVDecoder, supports, warp_logits
+from venus_utils.tools import make_toolbox
+from venus_utils.world_store import load_world_questions
+
+
+def _prompts(vocab: int, n: int = 6, seed: int = 0) -> list[list[int]]:
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(8, 90, (n,), generator=g).tolist()
+    return [torch.randint(3, vocab, (k,), generator=g).tolist() for k in lengths]
+
+
+def test_greedy_ids_equal_generate_over_turns_with_the_cache_reused(tiny_lm, tiny_tokenizer):
+    fast = TransformersBackend(tiny_lm, tiny_tokenizer)
+    ref = TransformersBackend(tiny_lm, tiny_tokenizer, fast=False)
+    assert fast.decoder is not None and ref.decoder is None
+    greedy = Sampling(max_new_tokens=20, temperature=0.0)
+    prompts = _prompts(tiny_lm.config.vocab_size)
+    for turn in range(3):
+        got, want = fast.generate_ids(prompts, greedy), ref.generate_ids(prompts, greedy)
+        assert got == want, f"turn {turn}"
+        prompts = [p + out + [5, 6, 7 + turn] for p, out in zip(prompts, got)]  # a tool response glued on
+    stats = fast.decoder.stats
+    assert stats["reused_tokens"] > stats["encoded_tokens"]  # turns 2 and 3 encode only the new tokens
+
+
+def test_a_cut_turn_reuses_the_common_prefix(tiny_lm, tiny_tokenizer):
+    """A turn cut at a stop string re-enters with fewer sampled ids than were cached: the common prefix is reused."""
+    fast = TransformersBackend(tiny_lm, tiny_tokenizer)
+    ref = TransformersBackend(tiny_lm, tiny_tokenizer, fast=False)
+    greedy = Sampling(max_new_tokens=16, temperature=0.0)
+    prompts = _prompts(tiny_lm.config.vocab_size, n=3, seed=1)
+    first = fast.generate_ids(prompts, greedy)
+    nxt = [p + out[: len(out) // 2] + [9, 9] for p, out in zip(prompts, first)]
+    before = fast.decoder.stats["reused_tokens"]
+    assert fast.generate_ids(nxt, greedy) == ref.generate_ids(nxt, greedy)
+    assert fast.decoder.stats["reused_tokens"] - before >= sum(len(p) for p in prompts)
+
+
+def test_greedy_rollouts_equal_the_reference_path_on_world_questions(world_dir, tiny_lm, tiny_tokenizer):
+    tools = make_toolbox("local", world_dir=world_dir)
+    questions = load_world_questions(world_dir, "test")["question"].head(6).tolist()
+    cfg = AgentConfig(max_turns=4, max_new_tokens=24, temperature=0.0, top_k=None, attempts=1)
+    runs = {}
+    for fast in (True, False):
+        backend = TransformersBackend(tiny_lm, tiny_tokenizer, fast=fast)
+        runs[fast] = asyncio.run(run_many(questions, backend, tools, cfg, concurrency=6))
+    for a, b in zip(runs[True], runs[False]):
+        assert a.completion_ids == b.completion_ids and a.messages == b.messages and a.prediction == b.prediction
+
+
+def test_a_changed_weight_drops_the_cache(tiny_lm, tiny_tokenizer):
+    import copy
+
+    model = copy.deepcopy(tiny_lm)
+    fast = TransformersBackend(model, tiny_tokenizer)
+    ref = TransformersBackend(model, tiny_tokenizer, fast=False)
+    greedy = Sampling(max_new_tokens=12, temperature=0.0)
+    prompts = _prompts(model.config.vocab_size, n=3, seed=2)
+    out = fast.generate_ids(prompts, greedy)
+    prompts = [p + o for p, o in zip(prompts, out)]
+    with torch.no_grad():  # an optimizer step: an in-place update
+        model.model.layers[0].mlp.up_proj.weight.mul_(3.0)
+    before = fast.decoder.stats["reused_tokens"]
+    assert fast.generate_ids(prompts, greedy) == ref.generate_ids(prompts, greedy)
+    assert fast.decoder.stats["reused_tokens"] == before
+
+
+def test_warpers_match_transformers():
+    from transformers.generation.logits_process import (
+        TemperatureLogitsWarper,
+        TopKLogitsWarper,
+        TopPLogitsWarper,
+    )
+
+    logits = torch.randn(5, 300, generator=torch.Generator().manual_seed(0)) * 3
+    for temperature, top_p, top_k in ((1.0, 0.95, None), (0.7, 0.9, 20), (1.3, 1.0, 5), (1.0, 0.5, 0)):
+        want = TemperatureLogitsWarper(temperature)(None, logits.clone())
+        if top_k:
+            want = TopKLogitsWarper(top_k)(None, want)
+        if top_p < 1:
+            want = TopPLogitsWarper(top_p)(None, want)
+        got = warp_logits(logits.clone(), temperature, top_p, top_k)
+        assert torch.equal(torch.isinf(got), torch.isinf(want))
+        assert torch.allclose(got[~torch.isinf(got)], want[~torch.isinf(want)])
+
+
+def test_sampling_is_seeded_and_stops_on_the_event(tiny_lm, tiny_tokenizer):
+    sampled = Sampling(max_new_tokens=30, temperature=1.0, top_p=0.95)
+    prompts = _prompts(tiny_lm.config.vocab_size, n=4, seed=3)
+    a = TransformersBackend(tiny_lm, tiny_tokenizer, seed=7).generate_ids(prompts, sampled)
+    b = TransformersBackend(tiny_lm, tiny_tokenizer, seed=7).generate_ids(prompts, sampled)
+    assert a == b and len({tuple(x) for x in a}) > 1
+    event = threading.Event()
+    event.set()
+    stopped = TransformersBackend(tiny_lm, tiny_tokenizer, stop_event=event).generate_ids(prompts, sampled)
+    assert all(len(x) <= 1 for x in stopped)
+
+
+def test_models_it_cannot_run_exactly_use_generate(tiny_lm, tiny_tokenizer):
+    peft = pytest.importorskip("peft")
+    import copy
+
+    wrapped = peft.get_peft_model(
+        copy.deepcopy(tiny_lm), peft.LoraConfig(r=2, target_modules=["q_proj"], task_type="CAUSAL_LM")
+    )
+    assert supports(tiny_lm) and not supports(wrapped)
+    assert TransformersBackend(wrapped, tiny_tokenizer).decoder is None
+    with pytest.raises(ValueError, match="not a plain"):
+        KVDecoder(wrapped)

@@ -1,0 +1,287 @@
+"""Fast local generation for the agent loop: a rollout's KV cache kept across turns, many rollouts decoded at once.
+
+The agent's context only grows: turn *k+1*'s prompt is turn *k*'s prompt, the tokens it sampled, and the tool
+response glued on.  ``model.generate`` re-encodes that whole context at every turn and keeps a cache that is copied
+at every token.  :class:`KVDecoder` does what vLLM does with prefix caching, in plain torch for a local Qwen3-style
+model (the tiny offline model, or any unwrapped Qwen3 / Llama-shaped causal LM without sliding windows):
+
+    prompt ids of each request
+      -> the longest cached prefix (the KV of an earlier turn of the same rollout) is reused
+      -> only the new tokens are encoded (all requests in one padded forward, each at its own positions)
+      -> one decode loop for the whole batch over a preallocated cache, each row writing at its own position,
+         rows leave the batch when they stop
+      -> each row's KV (context + sampled tokens) is kept for its next turn
+
+Attention, norms, projections and rotary embeddings are the model's own modules, so greedy answers equal
+``generate``'s (tested on fixed questions); only the cache layout and the loop differ.  The cache is keyed by token
+ids and dropped whenever a weight of the model changes (``Tensor._version``), so an RL step's optimizer update
+never serves stale keys.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+_SUPPORTED = ("qwen3", "qwen2", "llama")
+
+
+def supports(model: Any) -> bool:
+    """True when :class:`KVDecoder` can run ``model`` exactly: a plain (not adapter-wrapped) Qwen3 / Qwen2 / Llama
+    causal LM with default rotary embeddings and full attention in every layer."""
+    cfg = getattr(model, "config", None)
+    inner = getattr(model, "model", None)
+    if cfg is None or inner is None or getattr(cfg, "model_type", None) not in _SUPPORTED:
+        return False
+    if getattr(cfg, "use_sliding_window", False):
+        return False
+    if any(kind != "full_attention" for kind in getattr(cfg, "layer_types", None) or ()):
+        return False
+    rope = getattr(cfg, "rope_parameters", None) or getattr(cfg, "rope_scaling", None) or {}
+    if (rope.get("rope_type") or rope.get("type") or "default") != "default":
+        return False
+    layers = getattr(inner, "layers", None)
+    if not layers or not hasattr(inner, "rotary_emb") or not hasattr(model, "lm_head"):
+        return False
+    attn = layers[0].self_attn
+    linears = (attn.q_proj, attn.k_proj, attn.v_proj, attn.o_proj)
+    return all(type(m) is torch.nn.Linear for m in linears)  # LoRA / quantised layers: use generate
+
+
+@dataclass
+class _Entry:
+    ids: np.ndarray  # the tokens whose keys and values are stored
+    kv: list[tuple[torch.Tensor, torch.Tensor]]  # per layer: (kv_heads, len, head_dim)
+
+
+def _common_prefix(a: np.ndarray, b: np.ndarray) -> int:
+    n = min(len(a), len(b))
+    if n == 0:
+        return 0
+    diff = np.flatnonzero(a[:n] != b[:n])
+    return int(diff[0]) if len(diff) else n
+
+
+def warp_logits(logits: torch.Tensor, temperature: float, top_p: float, top_k: int | None) -> torch.Tensor:
+    """transformers' sampling warpers in their order: temperature, top-k, top-p (at least one token kept)."""
+    logits = logits / temperature
+    if top_k and 0 < top_k < logits.shape[-1]:
+        kth = torch.topk(logits, top_k, dim=-1).values[..., -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p is not None and top_p < 1.0:
+        ordered, order = torch.sort(logits, descending=False, dim=-1)
+        drop = ordered.softmax(-1).cumsum(-1) <= 1 - top_p
+        drop[..., -1] = False
+        logits = logits.masked_fill(drop.scatter(-1, order, drop), float("-inf"))
+    return logits
+
+
+def select_next(logits: torch.Tensor, temperature: float, top_p: float, top_k: int | None, generator) -> torch.Tensor:
+    """Next tokens from ``logits`` (rows, vocab): argmax when ``temperature`` is 0, else sampled from
+    :func:`warp_logits`."""
+    if temperature <= 0:
+        return logits.argmax(-1)
+    probs = warp_logits(logits, temperature, top_p, top_k).softmax(-1)
+    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+
+
+class KVDecoder:
+    """Batched generation with per-rollout prefix caching over a model's own layers (see the module text).
+
+    ``max_entries``: cached contexts kept (an entry is taken by the request that extends it; the oldest go first).
+    Not thread-safe by itself: the backend calls it under its lock.
+    """
+
+    def __init__(self, model: Any, pad_id: int = 0, max_entries: int = 64):
+        if not supports(model):
+            raise ValueError(f"{type(model).__name__}: not a plain Qwen3/Qwen2/Llama causal LM")
+        self.model, self.pad_id, self.max_entries = model, pad_id, max_entries
+        cfg = model.config
+        self.n_layers = cfg.num_hidden_layers
+        self.n_heads = cfg.num_attention_heads
+        self.n_kv = getattr(cfg, "num_key_value_heads", None) or self.n_heads
+        self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // self.n_heads
+        self.max_positions = getattr(cfg, "max_position_embeddings", None) or 1 << 30
+        self._entries: list[_Entry] = []
+        self._weights_version: tuple | None = None
+        self.stats = {"requests": 0, "prompt_tokens": 0, "reused_tokens": 0, "encoded_tokens": 0, "decode_steps": 0}
+        self._lock = threading.Lock()
+
+    # ---- prefix cache ------------------------------------------------------------------------------------
+    def _version(self) -> tuple:
+        return tuple(p._version for p in self.model.parameters())
+
+    def clear(self) -> None:
+        self._entries = []
+
+    def _take(self, prompt: np.ndarray) -> _Entry | None:
+        """The cached entry sharing the longest prefix with ``prompt`` (removed: its rollout moves on)."""
+        best, best_len = None, 0
+        for i, e in enumerate(self._entries):
+            if len(e.ids) and e.ids[0] == prompt[0]:
+                n = _common_prefix(e.ids, prompt)
+                if n > best_len:
+                    best, best_len = i, n
+        if best is None:
+            return None
+        entry = self._entries.pop(best)
+        n = min(best_len, len(prompt) - 1)  # at least one token is encoded: its logits start the turn
+        if n <= 0:
+            return None
+        return _Entry(prompt[:n], [(k[:, :n], v[:, :n]) for k, v in entry.kv])
+
+    def _keep(self, entry: _Entry) -> None:
+        self._entries.append(entry)
+        if len(self._entries) > self.max_entries:
+            del self._entries[: len(self._entries) - self.max_entries]
+
+    # ---- the model's layers over a per-row cache ---------------------------------------------------------
+    def _forward(self, ids, positions, caches, lengths_after, rows_for_logits=None):
+        """Run ``ids`` (B, T) at ``positions`` (B, T); write their keys/values into ``caches`` at those positions
+        and attend, per row, to every cached column up to the query's own position.  Returns the logits of
+        ``rows_for_logits`` = (row indices, time indices) or of the last column."""
+        inner = self.model.model
+        hidden = inner.embed_tokens(ids)
+        cos, sin = inner.rotary_emb(hidden, positions)
+        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+        b, t = ids.shape
+        width = int(lengths_after.max())
+        cols = torch.arange(width, device=ids.device)
+        visible = (cols[None, None, :] <= positions[:, :, None]).unsqueeze(1)  # (B, 1, T, width)
+        rows = torch.arange(b, device=ids.device)[:, None].expand(b, t)
+        for layer, (k_cache, v_cache) in zip(inner.layers, caches):
+            attn = layer.self_attn
+            residual = hidden
+            x = layer.input_layernorm(hidden)
+            shape = (b, t, -1, self.head_dim)
+            q = attn.q_proj(x).view(shape)
+            k = attn.k_proj(x).view(shape)
+            if hasattr(attn, "q_norm"):
+                q, k = attn.q_norm(q), attn.k_norm(k)
+            q, k = q.transpose(1, 2), k.transpose(1, 2)
+            v = attn.v_proj(x).view(shape).transpose(1, 2)
+            q = q * cos + _rotate_half(q) * sin
+            k = k * cos + _rotate_half(k) * sin
+            k_cache[rows, :, positions] = k.transpose(1, 2)
+            v_cache[rows, :, positions] = v.transpose(1, 2)
+            out = F.scaled_dot_product_attention(
+                q,
+                k_cache[:, :, :width],
+                v_cache[:, :, :width],
+                attn_mask=visible,
+                scale=attn.scaling,
+                enable_gqa=self.n_kv != self.n_heads,
+            )
+            hidden = residual + attn.o_proj(out.transpose(1, 2).reshape(b, t, -1))
+            residual = hidden
+            hidden = residual + layer.mlp(layer.post_attention_layernorm(hidden))
+        if rows_for_logits is None:
+            last = hidden[:, -1]
+        else:
+            last = hidden[rows_for_logits[0], rows_for_logits[1]]
+        return self.model.lm_head(inner.norm(last)).float()
+
+    # ---- generation -------------------------------------------------------------------------------------
+    @torch.no_grad()
+    def generate(
+        self,
+        prompts: list[list[int]],
+        max_new_tokens: int,
+        stop_ids: set[int],
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        top_k: int | None = None,
+        generator: torch.Generator | None = None,
+        should_stop=None,
+    ) -> list[list[int]]:
+        """Sampled ids per prompt, each cut after its first id in ``stop_ids`` (or ``max_new_tokens`` long)."""
+        with self._lock:
+            return self._generate(prompts, max_new_tokens, stop_ids, temperature, top_p, top_k, generator, should_stop)
+
+    def _generate(self, prompts, max_new_tokens, stop_ids, temperature, top_p, top_k, generator, should_stop):
+        model = self.model
+        device = next(model.parameters()).device
+        dtype = model.model.embed_tokens.weight.dtype
+        version = self._version()
+        if version != self._weights_version:
+            self.clear()
+            self._weights_version = version
+        arrays = [np.asarray(p, dtype=np.int64) for p in prompts]
+        taken = [self._take(a) if len(a) else None for a in arrays]
+        reused = [len(e.ids) if e is not None else 0 for e in taken]
+        new = [len(a) - r for a, r in zip(arrays, reused)]
+        b, t_new = len(prompts), max(max(new), 1)
+        capacity = max(r + t_new for r in reused) + max_new_tokens
+        self.stats["requests"] += b
+        self.stats["prompt_tokens"] += sum(len(a) for a in arrays)
+        self.stats["reused_tokens"] += sum(reused)
+        self.stats["encoded_tokens"] += sum(new)
+
+        caches = []
+        for layer in range(self.n_layers):
+            k = torch.zeros(b, self.n_kv, capacity, self.head_dim, dtype=dtype, device=device)
+            v = torch.zeros_like(k)
+            for i, e in enumerate(taken):
+                if e is not None:
+                    k[i, :, : reused[i]] = e.kv[layer][0]
+                    v[i, :, : reused[i]] = e.kv[layer][1]
+            caches.append((k, v))
+        del taken
+
+        # 1. encode each row's new tokens at its own positions (right-padded; pads write past the row's end)
+        ids = torch.full((b, t_new), self.pad_id, dtype=torch.long)
+        for i, (a, r) in enumerate(zip(arrays, reused)):
+            ids[i, : new[i]] = torch.from_numpy(a[r:])
+        offsets = torch.tensor(reused, dtype=torch.long)[:, None]
+        positions = offsets + torch.arange(t_new)[None, :]
+        ids, positions = ids.to(device), positions.to(device)
+        last = (torch.arange(b, device=device), torch.tensor([n - 1 for n in new], device=device))
+        logits = self._forward(ids, positions, caches, positions.max(1).values + 1, last)
+        lengths = torch.tensor([len(a) for a in arrays], device=device)  # next write position per row
+
+        # 2. decode all rows together; a row that stops leaves the batch (its cache is kept for its next turn)
+        out: list[list[int]] = [[] for _ in range(b)]
+        active = list(range(b))  # original row of each batch row
+        stop = torch.tensor(sorted(stop_ids) or [-1], device=device)
+        for step in range(max_new_tokens):
+            if should_stop is not None and should_stop():
+                break
+            nxt = select_next(logits, temperature, top_p, top_k, generator)
+            tokens = nxt.tolist()
+            for j, tok in enumerate(tokens):
+                out[active[j]].append(tok)
+            done = torch.isin(nxt, stop)
+            if step == max_new_tokens - 1:
+                break
+            if bool(done.any()):
+                keep = (~done).nonzero().squeeze(-1)
+                for j in done.nonzero().squeeze(-1).tolist():
+                    self._store(arrays[active[j]], out[active[j]], caches, j, int(lengths[j]))
+                if len(keep) == 0:
+                    active = []
+                    break
+                caches = [(k.index_select(0, keep), v.index_select(0, keep)) for k, v in caches]
+                active = [active[j] for j in keep.tolist()]
+                lengths, nxt = lengths.index_select(0, keep), nxt.index_select(0, keep)
+            self.stats["decode_steps"] += 1
+            positions = lengths[:, None]
+            logits = self._forward(nxt[:, None], positions, caches, lengths + 1)
+            lengths = lengths + 1
+        for j, row in enumerate(active):  # rows that ran out of tokens (or were stopped)
+            self._store(arrays[row], out[row], caches, j, int(lengths[j]))
+        return out
+
+    def _store(self, prompt: np.ndarray, sampled: list[int], caches, row: int, length: int) -> None:
+        """Keep ``row``'s first ``length`` cached columns (its prompt and the sampled tokens fed back so far)."""
+        ids = np.concatenate([prompt, np.asarray(sampled, dtype=np.int64)])[:length]
+        self._keep(_Entry(ids, [(k[row, :, :length].clone(), v[row, :, :length].clone()) for k, v in caches]))
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
