@@ -121,6 +121,53 @@ def test_greedy_evaluation_scores_every_question_with_the_judge_and_is_determini
     assert len(per_question(a)) == 6
 
 
+def test_a_model_saved_again_is_not_rescored_and_changed_weights_are(run, tmp_path, capsys):
+    """A rerun of a finished stage saves its model folder again (new mtimes, same bytes): its held-out answers are
+    reused; other weights in the same folder are answered again.  The cached decoder answers as generate does."""
+    import shutil
+
+    from transformers import AutoModelForCausalLM
+
+    from venus_utils.eval.heldout import EvalSettings, evaluate_model, heldout_questions, model_digest
+    from venus_utils.eval.judge import Judge
+
+    model_dir = tmp_path / "model"
+    shutil.copytree(run / "model", model_dir)
+    qa = heldout_questions(run, run / "world", 6, seed=3)
+    settings = EvalSettings(max_turns=2, max_new_tokens=16, workers=6)
+    judge = Judge.from_env("offline")
+    out = tmp_path / "scored.parquet"
+    first = evaluate_model(model_dir, qa, out, settings, world_dir=run / "world", judge=judge, progress=False)
+    digest = model_digest(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    model.save_pretrained(model_dir)  # saved again: the same weights
+    assert model_digest(model_dir) == digest
+    capsys.readouterr()
+    again = evaluate_model(model_dir, qa, out, settings, tools=object(), judge=judge, progress=False)
+    assert again["prediction"].tolist() == first["prediction"].tolist()  # reused: no tool was called
+    assert "reused, not recomputed" in capsys.readouterr().out
+    reference = evaluate_model(
+        model_dir,
+        qa,
+        tmp_path / "reference.parquet",
+        EvalSettings(max_turns=2, max_new_tokens=16, workers=6, fast=False),
+        world_dir=run / "world",
+        judge=judge,
+        progress=False,
+    )
+    key = ["id", "prediction", "turns", "termination"]
+    assert reference.sort_values("id")[key].values.tolist() == first.sort_values("id")[key].values.tolist()
+    import torch
+
+    with torch.no_grad():
+        model.model.layers[0].mlp.up_proj.weight.mul_(2.0)
+    model.save_pretrained(model_dir)  # trained further: other weights
+    assert model_digest(model_dir) != digest
+    capsys.readouterr()
+    evaluate_model(model_dir, qa, out, settings, world_dir=run / "world", judge=judge, progress=False)
+    assert "reused" not in capsys.readouterr().out  # answered again
+
+
 def _scored(correct: dict[str, list[int]]) -> pd.DataFrame:
     rows = [{"id": q, "correct": float(c), "turns": 3} for q, cs in correct.items() for c in cs]
     return pd.DataFrame(rows)

@@ -15,6 +15,7 @@ import asyncio
 import os
 import re
 import threading
+import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable
@@ -197,6 +198,7 @@ class TransformersBackend:
         self._queue: list[tuple[list[int], Sampling, asyncio.Future]] = []
         self._worker: asyncio.Task | None = None
         self._lock = threading.Lock()
+        self.timing = {"generate_s": 0.0, "calls": 0, "generated_tokens": 0}  # generate_ids calls, all paths
         self.decoder = None
         if fast:
             from .kv_decode import KVDecoder, supports
@@ -253,6 +255,14 @@ class TransformersBackend:
 
     def generate_ids(self, prompts: list[list[int]], sampling: Sampling) -> list[list[int]]:
         """Sampled ids per prompt (cut after the first end-of-turn token): the fast path when the model has one."""
+        t0 = time.perf_counter()
+        out = self._generate_ids(prompts, sampling)
+        self.timing["generate_s"] += time.perf_counter() - t0
+        self.timing["calls"] += 1
+        self.timing["generated_tokens"] += sum(len(o) for o in out)
+        return out
+
+    def _generate_ids(self, prompts: list[list[int]], sampling: Sampling) -> list[list[int]]:
         if self.decoder is None:
             return self.generate_ids_reference(prompts, sampling)
         import torch

@@ -97,6 +97,7 @@ class EvalSettings:
     samples: int = 1
     workers: int = 32  # questions answered at once; the local backend batches their generations
     device: str = "cpu"
+    fast: bool = True  # the local backend's cached decoder (False: transformers generate; same greedy answers)
 
     @classmethod
     def for_model(cls, model_dir: str | Path, **overrides: Any) -> EvalSettings:
@@ -114,8 +115,8 @@ class EvalSettings:
         return cls(**values)
 
     def protocol(self) -> dict[str, Any]:
-        """What decides the answers (not how fast they come: workers and device are left out)."""
-        return {k: v for k, v in asdict(self).items() if k not in ("workers", "device")}
+        """What decides the answers (not how fast they come: workers, device and the decoder are left out)."""
+        return {k: v for k, v in asdict(self).items() if k not in ("workers", "device", "fast")}
 
 
 def evaluate_model(
@@ -138,10 +139,9 @@ def evaluate_model(
     out_path = Path(out_path)
     rollouts = out_path.with_suffix(".jsonl")
     model_dir = Path(model_dir)
-    stamp = max((f.stat().st_mtime_ns for f in model_dir.iterdir() if f.is_file()), default=0)
     fingerprint = dict(
         model=str(model_dir.resolve()),
-        model_files=stamp,
+        model_digest=model_digest(model_dir),
         questions=questions["id"].astype(str).tolist(),
         **settings.protocol(),
     )
@@ -158,7 +158,9 @@ def evaluate_model(
             )
             return done
     loaders.fresh_predictions(rollouts, fingerprint)
-    backend = load_backend(str(model_dir), device=settings.device, max_batch=max(1, settings.workers))
+    backend = load_backend(
+        str(model_dir), device=settings.device, max_batch=max(1, settings.workers), fast=settings.fast
+    )
     if tools is None:
         tools = make_toolbox("local", world_dir)
     cfg = AgentConfig(
@@ -186,6 +188,34 @@ def evaluate_model(
     with atomic_path(out_path) as tmp:
         scored.to_parquet(tmp)
     return scored
+
+
+#: the files that decide a model's answers (weights, config, tokenizer); run records beside them do not
+_MODEL_SUFFIXES = (".safetensors", ".bin", ".pt", ".jinja", ".model", ".txt")
+_MODEL_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json", "vocab.json")
+_WHOLE_FILE = 256 << 20  # larger files are sampled: their size and 16 spread 1 MiB blocks
+
+
+def model_digest(model_dir: str | Path) -> str:
+    """A content hash of the files of ``model_dir`` that decide its answers: a model folder saved again with the
+    same weights (a rerun of a finished stage) keeps its digest, so its held-out answers are reused, not rescored."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for f in sorted(Path(model_dir).iterdir()):
+        if not f.is_file() or not (f.suffix in _MODEL_SUFFIXES or f.name in _MODEL_FILES):
+            continue
+        size = f.stat().st_size
+        h.update(f"{f.name}\0{size}\0".encode())
+        with f.open("rb") as fh:
+            if size <= _WHOLE_FILE:
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    h.update(block)
+            else:
+                for k in range(16):
+                    fh.seek(k * (size - (1 << 20)) // 15)
+                    h.update(fh.read(1 << 20))
+    return h.hexdigest()
 
 
 def _reusable(path: Path, fingerprint: dict, judged_by: str, rows: int) -> pd.DataFrame | None:

@@ -1,0 +1,113 @@
+"""How far a hot path is from what this machine can do: its measured peak, a model's FLOPs per token, phase timers.
+
+The benchmarks in ``benchmarks/`` print each hot path's speed next to the machine's own peak, measured in the same
+run on the same threads (:func:`machine_peak`: a large square matmul per dtype), and the model FLOP utilisation of
+the work done (:func:`flops_per_token` x tokens / seconds / peak).  The RL trainer records its per-phase seconds
+with :class:`PhaseTimer`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+
+def cpu_flags() -> set[str]:
+    """The processor's feature flags (Linux ``/proc/cpuinfo``; empty elsewhere)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def matmul_gflops(dtype: torch.dtype = torch.float32, n: int = 1024, seconds: float = 1.0) -> float:
+    """Sustained GFLOP/s of an ``n`` x ``n`` matmul in ``dtype`` on this process's threads (best of the runs made
+    in about ``seconds``)."""
+    a = torch.randn(n, n).to(dtype)
+    b = torch.randn(n, n).to(dtype)
+    a @ b  # warm-up (first-call dispatch, thread pool)
+    best, deadline = 0.0, time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        t0 = time.perf_counter()
+        a @ b
+        best = max(best, 2 * n**3 / (time.perf_counter() - t0) / 1e9)
+    return best
+
+
+@dataclass(frozen=True)
+class MachinePeak:
+    threads: int
+    fp32_gflops: float
+    bf16_gflops: float
+    bf16_native: bool  # the CPU has bf16 dot products (avx512_bf16 / AMX)
+
+    def describe(self) -> str:
+        native = "native" if self.bf16_native else "emulated"
+        return (
+            f"machine peak on {self.threads} threads: fp32 {self.fp32_gflops:.0f} GFLOP/s, "
+            f"bf16 {self.bf16_gflops:.0f} GFLOP/s ({native})"
+        )
+
+
+def machine_peak(seconds: float = 1.0) -> MachinePeak:
+    """fp32 and bf16 matmul peaks measured now (run it in the same process and threads as what it is compared to)."""
+    flags = cpu_flags()
+    return MachinePeak(
+        threads=torch.get_num_threads(),
+        fp32_gflops=matmul_gflops(torch.float32, seconds=seconds),
+        bf16_gflops=matmul_gflops(torch.bfloat16, seconds=seconds),
+        bf16_native=bool({"avx512_bf16", "amx_bf16"} & flags),
+    )
+
+
+def flops_per_token(config: Any, context: float = 0.0, training: bool = False) -> float:
+    """Forward FLOPs to process one token of a decoder-only transformer (``config``: a transformers config) that
+    attends to ``context`` earlier tokens: 2 x the matmul weights (projections, MLP, output layer) plus the attention
+    scores and values; x3 with the backward pass (``training``)."""
+    hidden = config.hidden_size
+    heads = config.num_attention_heads
+    kv = getattr(config, "num_key_value_heads", None) or heads
+    head_dim = getattr(config, "head_dim", None) or hidden // heads
+    layers = config.num_hidden_layers
+    per_layer = hidden * head_dim * (2 * heads + 2 * kv) + 3 * hidden * config.intermediate_size
+    weights = layers * per_layer + hidden * config.vocab_size
+    attention = layers * 2 * 2 * heads * head_dim * context
+    forward = 2 * weights + attention
+    return 3 * forward if training else forward
+
+
+def utilisation(tokens: float, seconds: float, per_token: float, peak_gflops: float) -> tuple[float, float]:
+    """(achieved GFLOP/s, share of ``peak_gflops``) of ``tokens`` processed at ``per_token`` FLOPs in ``seconds``."""
+    achieved = tokens * per_token / max(seconds, 1e-9) / 1e9
+    return achieved, achieved / peak_gflops if peak_gflops else float("nan")
+
+
+class PhaseTimer:
+    """Wall seconds per named phase: ``with timer("generation"): ...``; ``timer.seconds`` adds up repeats."""
+
+    def __init__(self):
+        self.seconds: dict[str, float] = defaultdict(float)
+
+    @contextmanager
+    def __call__(self, phase: str):
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[phase] += time.perf_counter() - t0
+
+    def add(self, phase: str, seconds: float) -> None:
+        self.seconds[phase] += seconds
+
+    def table(self) -> list[dict]:
+        total = sum(self.seconds.values()) or 1.0
+        return [{"phase": k, "seconds": v, "share": v / total} for k, v in self.seconds.items()]
