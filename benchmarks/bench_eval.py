@@ -1,37 +1,51 @@
-"""Held-out evaluation speed: questions per second answered many at a time (batched generation) against one at a time.
+"""Held-out evaluation speed: the cached decoder against transformers ``generate``, side by side, same questions.
 
-    # a fresh world and untrained tiny model
+    # a fresh world and untrained tiny model (a few minutes)
     .venv/bin/python benchmarks/bench_eval.py
-    # trained (a run's model)
-    .venv/bin/python benchmarks/bench_eval.py --run runs/cpu --questions 600 --max-turns 8 --max-new-tokens 128
+    # a run's trained model at the cpu profile's size (600 questions, greedy, 8 turns x 128 tokens)
+    .venv/bin/python benchmarks/bench_eval.py --run runs/cpu --questions 600 --reference-questions 120
 
-Both variants run :func:`venus_utils.eval.heldout.evaluate_model` with greedy decoding on the same questions, in this
-process, one after the other; the ratio is what batching across questions buys (the target: 600 questions within a
-few minutes on 2 cores).
+Both variants run :func:`venus_utils.eval.heldout.evaluate_model` (greedy, the offline judge, ``--workers`` questions
+at once) in this process, one after the other:
+
+- ``reference``: ``EvalSettings(fast=False)``: transformers ``generate`` on the whole context at every turn;
+- ``fast``: the cached decoder (:mod:`venus_utils.agent.kv_decode`): each rollout's KV cache kept across its turns.
+
+Printed: questions/s and the ratio, the generated tokens/s, the share of the machine's fp32 matmul peak (measured
+in this run on the same threads) reached by the model work the evaluation needs (every context token encoded once),
+and whether the two variants' answers are identical on the questions both answered (they must be).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--run", default=None, help="a run folder with 00_setup/world and a model (default: build them)")
     p.add_argument("--model", default=None, help="model folder (default: the run's best model)")
-    p.add_argument("--questions", type=int, default=32)
-    p.add_argument("--single", type=int, default=6, help="questions answered one at a time (the baseline)")
+    p.add_argument("--questions", type=int, default=48, help="questions the fast variant answers")
+    p.add_argument("--reference-questions", type=int, default=16, help="of those, questions the reference answers")
     p.add_argument("--workers", type=int, default=32)
     p.add_argument("--max-turns", type=int, default=4, help="an untrained model uses them all: keep it small")
     p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--style", default="compact", help="system prompt style the model was trained with")
     args = p.parse_args(argv)
 
+    import pandas as pd
+    from transformers import AutoConfig
+
     from venus_utils.eval.heldout import EvalSettings, draw_heldout, evaluate_model
     from venus_utils.eval.judge import Judge
+    from venus_utils.perf import flops_per_token, machine_peak, utilisation
     from venus_utils.stage import best_model
 
     tmp = Path(tempfile.mkdtemp(prefix="bench_eval_"))
@@ -47,29 +61,50 @@ def main(argv=None) -> int:
         build_tiny_model(model, world, size="tiny", vocab_size=2048)
     qa = draw_heldout(world, args.questions, seed=0)
     judge = Judge.from_env("offline")
+    config = AutoConfig.from_pretrained(model)
+    peak = machine_peak()
     print(f"model {model}; {len(qa)} questions; max {args.max_turns} turns x {args.max_new_tokens} tokens")
+    print(peak.describe())
     results = {}
-    for label, workers, n in (("one at a time", 1, min(args.single, len(qa))), ("batched", args.workers, len(qa))):
+    for label, fast, n in (("reference", False, args.reference_questions), ("fast", True, len(qa))):
         settings = EvalSettings(
             max_turns=args.max_turns,
             max_new_tokens=args.max_new_tokens,
             system_prompt_style=args.style,
-            workers=workers,
+            workers=args.workers,
+            fast=fast,
         )
+        out = tmp / f"{label}.parquet"
         t0 = time.perf_counter()
-        scored = evaluate_model(model, qa.head(n), tmp / f"{workers}.parquet", settings, world_dir=world, judge=judge)
+        scored = evaluate_model(model, qa.head(n), out, settings, world_dir=world, judge=judge, progress=False)
         seconds = time.perf_counter() - t0
-        results[label] = n / seconds
+        rollouts = [json.loads(line) for line in out.with_suffix(".jsonl").read_text().splitlines()]
+        generated = sum(sum(t.get("new_tokens") or 0 for t in r["turn_log"]) for r in rollouts)
+        context = sum(r["final_token_count"] for r in rollouts)  # each token encoded once: the work needed
+        per_token = flops_per_token(config, context=context / max(len(rollouts), 1) / 2)
+        gflops, share = utilisation(context, seconds, per_token, peak.fp32_gflops)
+        results[label] = dict(n=n, seconds=seconds, scored=scored)
         print(
-            f"{label:>14}: {n} questions in {seconds:.1f} s = {n / seconds:.2f} questions/s "
-            f"(accuracy {scored['correct'].mean():.3f}, {scored['turns'].mean():.1f} turns)"
+            f"{label:>10}: {n} questions in {seconds:.1f} s = {n / seconds:.2f} questions/s, "
+            f"{generated / seconds:.0f} generated tokens/s, model work {gflops:.2f} GFLOP/s = "
+            f"{100 * share:.2f}% of the fp32 peak (accuracy {scored['correct'].mean():.3f}, "
+            f"{scored['turns'].mean():.1f} turns)"
         )
-    ratio = results["batched"] / results["one at a time"]
-    print(
-        f"speed-up batched / one at a time: {ratio:.1f}x; 600 questions would take "
-        f"{600 / results['batched'] / 60:.1f} min batched"
+    ref, fast = results["reference"], results["fast"]
+    ratio = (fast["n"] / fast["seconds"]) / (ref["n"] / ref["seconds"])
+    key = ["id", "prediction", "turns", "termination"]
+    both = pd.merge(ref["scored"][key], fast["scored"][key], on="id", suffixes=("_ref", "_fast"))
+    same = int(
+        (
+            (both["prediction_ref"].fillna("") == both["prediction_fast"].fillna(""))
+            & (both["turns_ref"] == both["turns_fast"])
+            & (both["termination_ref"] == both["termination_fast"])
+        ).sum()
     )
-    return 0
+    print(f"speed-up fast / reference: {ratio:.1f}x questions/s")
+    print(f"identical greedy answers (prediction, turns, termination): {same} of {len(both)}")
+    print(f"600 questions would take {600 / (fast['n'] / fast['seconds']):.0f} s with the fast path")
+    return 0 if same == len(both) else 1
 
 
 if __name__ == "__main__":

@@ -7,9 +7,11 @@ import math
 import pytest
 
 from venus_utils.rl.info_gain import (
+    boundary_values_batched,
     boundary_values_kv,
     boundary_values_naive,
     compute_info_gain,
+    compute_info_gains,
     ground_truth_text,
     kept_boundaries,
     pseudo_answer,
@@ -77,6 +79,57 @@ def test_kv_cache_equals_naive(tiny_lm):
     assert len(set(round(v, 6) for v in naive)) > 1  # the values do depend on the context
     with pytest.raises(ValueError, match="outside"):
         boundary_values_kv(model, ids, [0], pa)
+
+
+def test_batched_values_equal_naive_across_trajectories(tiny_lm):
+    """An RL step's episodes scored in two forwards: the same values as one full forward per boundary."""
+    model, tok = tiny_lm
+    items = []
+    for seed, (n, boundaries, gt) in enumerate(
+        [
+            (420, [37, 80, 81, 150, 260, 419, 420], "Kent County 1987"),
+            (90, [12, 50], "Paris"),
+            (200, [], "x"),
+            (5, [1, 5], "Ana Lu"),
+        ]
+    ):
+        items.append((_trajectory(n, len(tok), seed=seed), boundaries, pseudo_answer(tok, gt)))
+    for max_rows in (64, 3):  # one forward, and several row chunks
+        got = boundary_values_batched(model, items, max_rows=max_rows)
+        for (ids, boundaries, pa), values in zip(items, got):
+            naive = boundary_values_naive(model, ids, boundaries, pa)
+            assert len(values) == len(boundaries)
+            assert max((abs(a - b) for a, b in zip(naive, values)), default=0.0) < 1e-4
+
+
+def test_compute_info_gains_equals_one_at_a_time(tiny_lm):
+    model, tok = tiny_lm
+    trajectories = [
+        dict(
+            input_ids=_trajectory(300, len(tok), seed=1),
+            boundaries=[40, 90, 150, 220, 280],
+            tool_names=["search", "visit", "search", "visit", None],
+            ground_truth="Paris<|answer_split|>paris",
+        ),
+        dict(
+            input_ids=_trajectory(120, len(tok), seed=2),
+            boundaries=[30, 100],
+            tool_names=["visit", None],
+            ground_truth="Oslo",
+        ),
+        dict(input_ids=_trajectory(50, len(tok), seed=3), boundaries=[20], tool_names=[None], ground_truth=""),
+    ]
+    from venus_utils.agent.kv_decode import supports
+
+    assert supports(model)  # the batched path runs
+    model.train()
+    batched = compute_info_gains(model, tok, trajectories, tool_filter="visit")
+    assert model.training  # restored
+    for t, res in zip(trajectories, batched):
+        one = compute_info_gain(model, tok, **t, tool_filter="visit")
+        assert res.kept == one.kept and res.gt == one.gt
+        assert [v is None for v in res.values] == [v is None for v in one.values]
+        assert all(abs(a - b) < 1e-4 for a, b in zip(res.gains, one.gains) if a is not None)
 
 
 def test_compute_info_gain_end_to_end(tiny_lm):

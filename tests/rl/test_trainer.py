@@ -105,6 +105,8 @@ def test_two_steps_checkpoint_and_resume(tiny_lm, tmp_path):
         for key in ("reward", "ig_mean", "penalty_rate", "turns", "accuracy", "kl", "entropy", "adv_abs_mean"):
             assert key in r and r[key] is not None and math.isfinite(r[key]), key
         assert r["adv_nonzero_frac"] > 0  # finite, non-zero advantages
+        phases = ("generation", "rollout", "judge", "info_gain", "advantages", "update")
+        assert all(r[f"time_{p}_s"] >= 0 for p in phases) and r["time_generation_s"] > 0  # the per-phase table
     assert steps[1]["kl"] > 0  # the second step is measured against the moved policy
     episodes = read_jsonl(tmp_path / "episodes.jsonl")
     assert len(episodes) == 8 and {e["step"] for e in episodes} == {0, 1}

@@ -141,10 +141,21 @@ class KVDecoder:
             del self._entries[: len(self._entries) - self.max_entries]
 
     # ---- the model's layers over a per-row cache ---------------------------------------------------------
-    def _forward(self, ids, positions, caches, lengths_after, rows_for_logits=None):
+    def new_caches(self, rows: int, capacity: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Empty per-layer (keys, values) of ``rows`` x ``capacity`` positions for :meth:`forward`."""
+        p = self.model.model.embed_tokens.weight
+        shape = (rows, self.n_kv, capacity, self.head_dim)
+        return [
+            (torch.zeros(shape, dtype=p.dtype, device=p.device), torch.zeros(shape, dtype=p.dtype, device=p.device))
+            for _ in range(self.n_layers)
+        ]
+
+    def forward(self, ids, positions, caches, lengths_after, logits_at=None):
         """Run ``ids`` (B, T) at ``positions`` (B, T); write their keys/values into ``caches`` at those positions
-        and attend, per row, to every cached column up to the query's own position.  Returns the logits of
-        ``rows_for_logits`` = (row indices, time indices) or of the last column."""
+        and attend, per row, to every cached column up to the query's own position (what a row wrote earlier at
+        lower positions is its context).  ``lengths_after``: per row, the columns in use after the call.  Returns
+        the logits (float) of ``logits_at`` = (row indices, time indices), of every position with ``"all"``
+        (B, T, V), or of the last column (B, V)."""
         inner = self.model.model
         hidden = inner.embed_tokens(ids)
         cos, sin = inner.rotary_emb(hidden, positions)
@@ -153,6 +164,8 @@ class KVDecoder:
         width = int(lengths_after.max())
         cols = torch.arange(width, device=ids.device)
         visible = (cols[None, None, :] <= positions[:, :, None]).unsqueeze(1)  # (B, 1, T, width)
+        # an additive mask: the same result as a boolean one, and SDPA's CPU kernel runs it ~1.6x faster
+        bias = torch.zeros(visible.shape, dtype=hidden.dtype, device=ids.device).masked_fill(~visible, float("-inf"))
         rows = torch.arange(b, device=ids.device)[:, None].expand(b, t)
         for layer, (k_cache, v_cache) in zip(inner.layers, caches):
             attn = layer.self_attn
@@ -173,17 +186,19 @@ class KVDecoder:
                 q,
                 k_cache[:, :, :width],
                 v_cache[:, :, :width],
-                attn_mask=visible,
+                attn_mask=bias,
                 scale=attn.scaling,
                 enable_gqa=self.n_kv != self.n_heads,
             )
             hidden = residual + attn.o_proj(out.transpose(1, 2).reshape(b, t, -1))
             residual = hidden
             hidden = residual + layer.mlp(layer.post_attention_layernorm(hidden))
-        if rows_for_logits is None:
+        if logits_at is None:
             last = hidden[:, -1]
+        elif isinstance(logits_at, str) and logits_at == "all":
+            last = hidden
         else:
-            last = hidden[rows_for_logits[0], rows_for_logits[1]]
+            last = hidden[logits_at[0], logits_at[1]]
         return self.model.lm_head(inner.norm(last)).float()
 
     # ---- generation -------------------------------------------------------------------------------------
@@ -204,9 +219,7 @@ class KVDecoder:
             return self._generate(prompts, max_new_tokens, stop_ids, temperature, top_p, top_k, generator, should_stop)
 
     def _generate(self, prompts, max_new_tokens, stop_ids, temperature, top_p, top_k, generator, should_stop):
-        model = self.model
-        device = next(model.parameters()).device
-        dtype = model.model.embed_tokens.weight.dtype
+        device = next(self.model.parameters()).device
         version = self._version()
         if version != self._weights_version:
             self.clear()
@@ -222,15 +235,12 @@ class KVDecoder:
         self.stats["reused_tokens"] += sum(reused)
         self.stats["encoded_tokens"] += sum(new)
 
-        caches = []
-        for layer in range(self.n_layers):
-            k = torch.zeros(b, self.n_kv, capacity, self.head_dim, dtype=dtype, device=device)
-            v = torch.zeros_like(k)
+        caches = self.new_caches(b, capacity)
+        for layer, (k, v) in enumerate(caches):
             for i, e in enumerate(taken):
                 if e is not None:
                     k[i, :, : reused[i]] = e.kv[layer][0]
                     v[i, :, : reused[i]] = e.kv[layer][1]
-            caches.append((k, v))
         del taken
 
         # 1. encode each row's new tokens at its own positions (right-padded; pads write past the row's end)
@@ -241,7 +251,7 @@ class KVDecoder:
         positions = offsets + torch.arange(t_new)[None, :]
         ids, positions = ids.to(device), positions.to(device)
         last = (torch.arange(b, device=device), torch.tensor([n - 1 for n in new], device=device))
-        logits = self._forward(ids, positions, caches, positions.max(1).values + 1, last)
+        logits = self.forward(ids, positions, caches, positions.max(1).values + 1, last)
         lengths = torch.tensor([len(a) for a in arrays], device=device)  # next write position per row
 
         # 2. decode all rows together; a row that stops leaves the batch (its cache is kept for its next turn)
@@ -270,7 +280,7 @@ class KVDecoder:
                 lengths, nxt = lengths.index_select(0, keep), nxt.index_select(0, keep)
             self.stats["decode_steps"] += 1
             positions = lengths[:, None]
-            logits = self._forward(nxt[:, None], positions, caches, lengths + 1)
+            logits = self.forward(nxt[:, None], positions, caches, lengths + 1)
             lengths = lengths + 1
         for j, row in enumerate(active):  # rows that ran out of tokens (or were stopped)
             self._store(arrays[row], out[row], caches, j, int(lengths[j]))

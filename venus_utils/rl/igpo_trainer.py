@@ -23,6 +23,7 @@ the parts that need no TRL (training rows, advantages over processes, group sign
 from __future__ import annotations
 
 import copy
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -37,10 +38,11 @@ from ..checkpoints import AtomicCheckpoints
 from ..env import available
 from ..eval.judge import JudgeFn
 from ..io import read_jsonl, write_jsonl
+from ..perf import PhaseTimer
 from ..protocol import extract_answer
 from .config import IGPOConfig
 from .format_penalty import turn_format_errors
-from .info_gain import compute_info_gain
+from .info_gain import compute_info_gains
 from .loss import policy_loss, token_logprobs
 from .rewards import Episode, episode_rewards, reward_functions
 from .rollout import VLLMServer
@@ -198,6 +200,7 @@ class IGPOTrainer(AtomicCheckpoints, GRPOTrainer):
                 f"{self.accelerator.num_processes}-process run"
             )
         self.im_end_id = tokenizer.convert_tokens_to_ids("<|im_end|>")
+        self.phases = PhaseTimer()  # this step's seconds per phase, logged as time_<phase>_s
 
     def create_model_card(self, *args, **kwargs):
         """No TRL model card ("a fine-tuned version of [None]") in the stage folder or a checkpoint: the RL
@@ -237,21 +240,26 @@ class IGPOTrainer(AtomicCheckpoints, GRPOTrainer):
         """Fill IG and format errors on each judged episode (:meth:`judge_episodes`) and return its token-level
         rewards."""
         cfg, policy = self.igpo, self.policy()
+        gains = compute_info_gains(  # every episode of the step at once (batched where the model allows it)
+            policy,
+            self.processing_class,
+            [
+                dict(
+                    input_ids=ep.input_ids,
+                    boundaries=ep.boundaries,
+                    tool_names=ep.tool_names,
+                    ground_truth=ep.ground_truth,
+                )
+                for ep in episodes
+            ],
+            info_gain_type=cfg.info_gain_type,
+            tool_filter=cfg.ig_tool_filter,
+            template=cfg.pseudo_answer,
+            temperature=cfg.temperature,
+            chunk_size=cfg.ig_chunk_size,
+        )
         rewards = []
-        for ep in episodes:
-            ig = compute_info_gain(
-                policy,
-                self.processing_class,
-                ep.input_ids,
-                ep.boundaries,
-                ep.tool_names,
-                ep.ground_truth,
-                info_gain_type=cfg.info_gain_type,
-                tool_filter=cfg.ig_tool_filter,
-                template=cfg.pseudo_answer,
-                temperature=cfg.temperature,
-                chunk_size=cfg.ig_chunk_size,
-            )
+        for ep, ig in zip(episodes, gains, strict=True):
             ep.info_gain, ep.ig_values = ig.gains, ig.values
             ep.format_errors = turn_format_errors(ep.turns)
             if ep.num_turns == 0 or not ep.completion_ids:  # a failed rollout: no tokens, no statistics
@@ -265,12 +273,18 @@ class IGPOTrainer(AtomicCheckpoints, GRPOTrainer):
 
     def _roll_out(self, policy, rows) -> list[Episode]:
         """One rollout per row (rows repeat for the group), judged; ``ep.group`` is the row's id."""
-        episodes = self.rollout_fn(policy, self.processing_class, rows, self.igpo, llm=self._synced_llm())
+        with self.phases("rollout"):
+            episodes = self.rollout_fn(policy, self.processing_class, rows, self.igpo, llm=self._synced_llm())
+        timing = getattr(self.rollout_fn, "timing", None) or {}
+        if "generate_s" in timing:  # of the rollout time, what the model's generation took (the rest: tools, loop)
+            self.phases.add("generation", timing["generate_s"])
+            self.phases.add("rollout", -timing["generate_s"])
         if len(episodes) != len(rows):
             raise RuntimeError(f"rollout_fn returned {len(episodes)} episodes for {len(rows)} rows")
         for ep, row in zip(episodes, rows):
             ep.group = row.get("id", row["question"])
-        self.judge_episodes(episodes)
+        with self.phases("judge"):
+            self.judge_episodes(episodes)
         return episodes
 
     def refill_rows(self, seen: set, sampling_round: int) -> list[dict]:
@@ -306,9 +320,11 @@ class IGPOTrainer(AtomicCheckpoints, GRPOTrainer):
         try:
             with torch.no_grad():
                 episodes, sampling = self.sample_batch(policy, inputs)
-                rewards = self.score_episodes(episodes)
+                with self.phases("info_gain"):
+                    rewards = self.score_episodes(episodes)
         finally:
             policy.train(was_training)
+        t_prepare = time.perf_counter()
 
         # advantages over the whole batch (all processes), then this process's slice
         lengths = [len(ep.completion_ids) if r else 0 for ep, r in zip(episodes, rewards)]
@@ -362,8 +378,26 @@ class IGPOTrainer(AtomicCheckpoints, GRPOTrainer):
                 out["ref_per_token_logps"] = self._logps(self._ref, ids, attn, completion_ids.size(1), ref=True)
             if self.args.gradient_accumulation_steps % self.args.steps_per_generation or self.num_iterations > 1:
                 out["old_per_token_logps"] = self._logps(policy, ids, attn, completion_ids.size(1))
+        self.phases.add("advantages", time.perf_counter() - t_prepare)
         self._record(episodes, advantages, loss_mask, stats, mode)
         return out
+
+    def training_step(self, *args, **kwargs):
+        """TRL's step; its time outside the rollout phases is the policy update (forward, backward)."""
+        before = sum(self.phases.seconds.values())
+        t0 = time.perf_counter()
+        loss = super().training_step(*args, **kwargs)
+        inside = sum(self.phases.seconds.values()) - before
+        self.phases.add("update", time.perf_counter() - t0 - inside)
+        return loss
+
+    def log(self, logs: dict, *args, **kwargs):
+        """Each logged step also records its seconds per phase (``time_generation_s``, ``time_rollout_s`` (tools and
+        the agent loop), ``time_judge_s``, ``time_info_gain_s``, ``time_advantages_s``, ``time_update_s``)."""
+        if "loss" in logs and self.phases.seconds:
+            logs = {**logs, **{f"time_{k}_s": round(v, 3) for k, v in self.phases.seconds.items()}}
+            self.phases = PhaseTimer()
+        return super().log(logs, *args, **kwargs)
 
     def _logps(self, model, ids, attn, k, ref=False):
         rows = []

@@ -8,12 +8,15 @@ character span overlaps the GT).  ``v_0`` (system + question) is the baseline; t
 the IGPO paper), ``v_prev`` being the last *kept* boundary (DR-Venus's ``ig_tool_filter``: with ``visit``, only
 boundaries after a visit turn are scored).
 
-Two ways to compute the values, equal up to float error (tested):
+Three ways to compute the values, equal up to float error (tested):
 
 - :func:`boundary_values_naive`: one forward per boundary over ``context + pseudo``;
 - :func:`boundary_values_kv`: one forward over the trajectory that fills a KV cache, then per boundary
   (last first) crop the cache back to ``b - 1`` tokens and feed ``[token b-1] + pseudo`` (DR-Venus's
-  ``compute_ig_with_kv_cache``).
+  ``compute_ig_with_kv_cache``);
+- :func:`boundary_values_batched`: the KV method for many trajectories at once (an RL step's episodes): one
+  padded forward fills every trajectory's cache, one more scores every boundary of every trajectory, each row on
+  its own copy of its trajectory's cache (models :mod:`venus_utils.agent.kv_decode` runs; the trainer's default).
 """
 
 from __future__ import annotations
@@ -149,6 +152,59 @@ def boundary_values_kv(
     return [values[b] for b in boundaries]
 
 
+def boundary_values_batched(
+    model,
+    items: Sequence[tuple[Sequence[int], Sequence[int], PseudoAnswer]],
+    *,
+    temperature: float = 1.0,
+    max_rows: int = 64,
+) -> list[list[float]]:
+    """:func:`boundary_values_kv` for many ``(input_ids, boundaries, pseudo)`` items at once, batched over items and
+    boundaries (at most ``max_rows`` boundary rows per forward).  The model must be one that
+    :func:`venus_utils.agent.kv_decode.supports`."""
+    import torch
+
+    from ..agent.kv_decode import KVDecoder
+
+    dec = KVDecoder(model)
+    device = next(model.parameters()).device
+    for ids, points, _ in items:
+        for b in points:
+            _check_boundary(b, len(ids))
+    out: list[list[float]] = [[] for _ in items]
+    live = [k for k, (_, points, _) in enumerate(items) if points]
+    with torch.no_grad():
+        for start in range(0, len(live), max(1, max_rows)):
+            group = live[start : start + max_rows]
+            prefix = [max(items[k][1]) - 1 for k in group]  # cached tokens needed by the last boundary
+            width = max(max(prefix), 1)
+            n_keep = max(max(items[k][2].gt_index) + 1 for k in group)
+            caches = dec.new_caches(len(group), width + n_keep)
+            ids = torch.zeros(len(group), width, dtype=torch.long)
+            for i, (k, n) in enumerate(zip(group, prefix)):
+                ids[i, :n] = torch.tensor(list(items[k][0][:n]), dtype=torch.long)
+            positions = torch.arange(width)[None, :].expand(len(group), width)
+            pick = (torch.zeros(1, dtype=torch.long), torch.zeros(1, dtype=torch.long))
+            dec.forward(ids.to(device), positions.to(device), caches, positions.max(1).values + 1, pick)
+            rows = [(i, k, b) for i, k in enumerate(group) for b in items[k][1]]
+            for r0 in range(0, len(rows), max(1, max_rows)):
+                chunk = rows[r0 : r0 + max_rows]
+                owner = torch.tensor([i for i, _, _ in chunk], device=device)
+                row_caches = [(kc.index_select(0, owner), vc.index_select(0, owner)) for kc, vc in caches]
+                x = torch.zeros(len(chunk), n_keep, dtype=torch.long)
+                pos = torch.zeros(len(chunk), n_keep, dtype=torch.long)
+                for j, (_, k, b) in enumerate(chunk):
+                    seq, pseudo = items[k][0], items[k][2]
+                    feed = [seq[b - 1]] + pseudo.ids[: max(pseudo.gt_index)]
+                    x[j, : len(feed)] = torch.tensor(feed, dtype=torch.long)
+                    pos[j] = torch.arange(b - 1, b - 1 + n_keep)
+                logits = dec.forward(x.to(device), pos.to(device), row_caches, pos.max(1).values + 1, "all")
+                for j, (_, k, _) in enumerate(chunk):
+                    pseudo = items[k][2]
+                    out[k].append(_gt_mean_logprob(logits[j], pseudo.ids, pseudo.gt_index, temperature))
+    return out
+
+
 # --- from values to turn rewards ------------------------------------------------------------------------------
 
 
@@ -200,6 +256,68 @@ class InfoGainResult:
     gains: list[float | None]  # per non-final turn (None: no IG for that turn)
     gt: str | None = None
     kept: list[int] = field(default_factory=list)
+
+
+#: the batched IG copies a trajectory's cache per boundary row: past this size per row (long web trajectories of a
+#: billions-parameter model) the per-trajectory KV method, which crops one cache in place, is used instead
+BATCHED_ROW_BYTES = 64 << 20
+
+
+def _row_bytes(model, tokens: int) -> int:
+    cfg = model.config
+    kv = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
+    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    size = next(model.parameters()).element_size()
+    return 2 * cfg.num_hidden_layers * kv * head_dim * (tokens + 64) * size
+
+
+def compute_info_gains(
+    model,
+    tokenizer,
+    trajectories: Sequence[dict],
+    *,
+    info_gain_type: str = "log_prob_diff",
+    tool_filter: str | None = "visit",
+    template: str = PSEUDO_ANSWER,
+    temperature: float = 1.0,
+    chunk_size: int = 8192,
+) -> list[InfoGainResult]:
+    """:func:`compute_info_gain` for many trajectories (dicts with ``input_ids``, ``boundaries``, ``tool_names``,
+    ``ground_truth``): batched (:func:`boundary_values_batched`) when the model allows it, else one at a time."""
+    from ..agent.kv_decode import supports
+
+    kw = dict(info_gain_type=info_gain_type, tool_filter=tool_filter, template=template, temperature=temperature)
+    longest = max((len(t["input_ids"]) for t in trajectories), default=0)
+    if not supports(model) or _row_bytes(model, longest) > BATCHED_ROW_BYTES:
+        return [compute_info_gain(model, tokenizer, **t, chunk_size=chunk_size, **kw) for t in trajectories]
+    prepared = []
+    for t in trajectories:
+        gt, n = ground_truth_text(t["ground_truth"]), len(t["boundaries"])
+        if gt is None or n == 0:
+            prepared.append((gt, n, None, []))
+            continue
+        kept = kept_boundaries(n, t["tool_names"], tool_filter)
+        prepared.append((gt, n, pseudo_answer(tokenizer, gt, template), kept))
+    items = [
+        (t["input_ids"], [t["boundaries"][s] for s in kept] if pseudo else [], pseudo)
+        for t, (_, _, pseudo, kept) in zip(trajectories, prepared)
+    ]
+    was_training = model.training
+    model.eval()
+    try:
+        scored = boundary_values_batched(model, items, temperature=temperature)
+    finally:
+        model.train(was_training)
+    results = []
+    for (gt, n, pseudo, kept), got in zip(prepared, scored):
+        if pseudo is None:
+            results.append(InfoGainResult(values=[None] * n, gains=[None] * max(0, n - 1), gt=gt))
+            continue
+        values: list[float | None] = [None] * n
+        for s, v in zip(kept, got):
+            values[s] = v
+        results.append(InfoGainResult(values=values, gains=turn_info_gains(values, info_gain_type), gt=gt, kept=kept))
+    return results
 
 
 def compute_info_gain(

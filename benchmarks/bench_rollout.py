@@ -1,0 +1,151 @@
+"""An RL step, phase by phase: rollouts on the cached decoder against transformers ``generate``, side by side.
+
+    # a fresh world and untrained tiny model (a few minutes)
+    .venv/bin/python benchmarks/bench_rollout.py
+    # a run's SFT model at the cpu profile's size (4 questions x 4 rollouts, 8 turns x 128 tokens, T = 1)
+    .venv/bin/python benchmarks/bench_rollout.py --run runs/cpu --steps 4
+
+Two IGPO trainers (:class:`venus_utils.rl.igpo_trainer.IGPOTrainer`, each on its own copy of the same model, the
+same questions and seed) take turns, one optimizer step at a time, so machine noise hits them alike:
+
+- ``reference``: rollouts through transformers ``generate`` (the whole context re-encoded every turn);
+- ``fast``: rollouts through the cached decoder (:mod:`venus_utils.agent.kv_decode`).
+
+Printed per variant: seconds per step in each phase the trainer logs (generation, the rest of the rollout: tools
+and the agent loop, judge, information gain, advantages, the policy update), generated tokens/s, and the share
+of the machine's peak (fp32 and bf16 matmul, measured in this run on the same threads) that generation and the
+update reach.  The first step of each variant is a warm-up and is not counted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+PHASES = ("generation", "rollout", "judge", "info_gain", "advantages", "update")
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--run", default=None, help="a run folder with 00_setup/world and 03_sft_unsloth/model")
+    p.add_argument("--steps", type=int, default=3, help="measured steps per variant (after one warm-up step)")
+    p.add_argument("--prompts", type=int, default=4, help="questions per step")
+    p.add_argument("--generations", type=int, default=4, help="rollouts per question")
+    p.add_argument("--max-turns", type=int, default=8)
+    p.add_argument("--max-new-tokens", type=int, default=128)
+    args = p.parse_args(argv)
+
+    import torch
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from venus_utils.eval.judge import judge_function
+    from venus_utils.io import read_jsonl
+    from venus_utils.perf import flops_per_token, machine_peak, utilisation
+    from venus_utils.rl.config import IGPOConfig
+    from venus_utils.rl.igpo_trainer import IGPOTrainer, grpo_args
+    from venus_utils.rl.questions import qa_rows, rl_question_file
+    from venus_utils.rl.rollout import make_agent_rollout
+    from venus_utils.tools import make_toolbox
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench_rollout_"))
+    if args.run:
+        world, model_dir = Path(args.run) / "00_setup" / "world", Path(args.run) / "03_sft_unsloth" / "model"
+        style = "compact"
+    else:
+        from venus_utils.modeling import build_tiny_model
+        from venus_utils.world import build_world
+
+        world, model_dir = tmp / "world", tmp / "model"
+        build_world(world, seed=0, size="small", progress=False, n_worlds=2, heldout_worlds=1, rl_frac=0.1)
+        build_tiny_model(model_dir, world, size="tiny", vocab_size=2048)
+        style = "compact"
+    steps = args.steps + 1
+    rows = qa_rows(rl_question_file(None, world), limit=args.prompts * steps, seed=0)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    base = AutoModelForCausalLM.from_pretrained(model_dir)
+    judge, _ = judge_function("offline")
+    tools = make_toolbox("local", world)
+    peak = machine_peak()
+    print(
+        f"model {model_dir}; {args.prompts} questions x {args.generations} rollouts per step, "
+        f"{args.max_turns} turns x {args.max_new_tokens} tokens, T = 1; {args.steps} measured steps"
+    )
+    print(peak.describe())
+
+    trainers = {}
+    for label, fast in (("reference", False), ("fast", True)):
+        cfg = IGPOConfig(
+            prompts_per_step=args.prompts,
+            num_generations=args.generations,
+            micro_batch_size=8,
+            max_steps=steps,
+            save_steps=10_000,
+            max_turns=args.max_turns,
+            max_tokens_per_turn=args.max_new_tokens,
+            learning_rate=5e-5,
+            ig_tool_filter="all",
+            system_prompt_style=style,
+            seed=0,
+        )
+        out = tmp / label
+        trainer = IGPOTrainer(
+            copy.deepcopy(base),
+            tokenizer,
+            Dataset.from_list(rows),
+            cfg,
+            grpo_args(cfg, out, save_strategy="no"),
+            rollout_fn=make_agent_rollout(tools, fast=fast),
+            judge=judge,
+        )
+        trainers[label] = (trainer, out)
+    for label, (trainer, _out) in trainers.items():
+        print(f"[bench_rollout] {label}: {steps} steps", flush=True)
+        torch.manual_seed(0)
+        trainer.train()
+
+    config = base.config
+    results = {}
+    for label, (_trainer, out) in trainers.items():
+        logged = [r for r in read_jsonl(out / "metrics.jsonl") if "time_update_s" in r][1:]  # skip the warm-up
+        episodes = [e for e in read_jsonl(out / "episodes.jsonl") if e["step"] >= 1]
+        secs = {ph: sum(r.get(f"time_{ph}_s", 0.0) for r in logged) / len(logged) for ph in PHASES}
+        generated = sum(e["assistant_tokens"] for e in episodes) / len(logged)
+        context = sum(e["completion_tokens"] for e in episodes) / max(len(episodes), 1)
+        trained = sum(e["completion_tokens"] + 150 for e in episodes) / len(logged)  # + the ~150-token prompt
+        results[label] = dict(secs=secs, generated=generated, context=context, trained=trained)
+    print(f"\n{'s per step':<16}" + "".join(f"{k:>12}" for k in results) + f"{'ratio':>9}")
+    for ph in PHASES:
+        a, b = results["reference"]["secs"][ph], results["fast"]["secs"][ph]
+        print(f"{ph:<16}{a:>12.2f}{b:>12.2f}{(a / b if b else float('nan')):>8.1f}x")
+    total = {k: sum(v["secs"].values()) for k, v in results.items()}
+    ref_s, fast_s = total["reference"], total["fast"]
+    print(f"{'whole step':<16}{ref_s:>12.2f}{fast_s:>12.2f}{ref_s / fast_s:>8.1f}x")
+    for label, r in results.items():
+        gen_s, upd_s = r["secs"]["generation"], r["secs"]["update"]
+        tok_s = r["generated"] / gen_s if gen_s else float("nan")
+        g_gflops, g_share = utilisation(
+            r["generated"], gen_s, flops_per_token(config, context=r["context"] / 2), peak.fp32_gflops
+        )
+        u_gflops, u_share = utilisation(
+            r["trained"], upd_s, flops_per_token(config, context=r["context"] / 2, training=True), peak.fp32_gflops
+        )
+        print(
+            f"{label:>10}: {r['generated']:.0f} generated tokens per step, {tok_s:.0f} tokens/s in generation "
+            f"({g_gflops:.2f} GFLOP/s, {100 * g_share:.1f}% of fp32 peak); update {u_gflops:.1f} GFLOP/s "
+            f"({100 * u_share:.1f}% of fp32 peak, {100 * u_gflops / peak.bf16_gflops:.1f}% of bf16)"
+        )
+    ratio = (results["fast"]["generated"] / results["fast"]["secs"]["generation"]) / (
+        results["reference"]["generated"] / results["reference"]["secs"]["generation"]
+    )
+    print(f"rollout tokens/s fast / reference: {ratio:.1f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
