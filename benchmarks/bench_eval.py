@@ -9,7 +9,7 @@ Both variants run :func:`venus_utils.eval.heldout.evaluate_model` (greedy, the o
 at once) in this process, one after the other:
 
 - ``reference``: ``EvalSettings(fast=False)``: transformers ``generate`` on the whole context at every turn;
-- ``fast``: the cached decoder (:mod:`venus_utils.agent.kv_decode`): each rollout's KV cache kept across its turns.
+- ``fast``: the cached decoder (:mod:`venus_utils.modeling.kv_decode`): each rollout's KV cache kept across its turns.
 
 Printed: questions/s and the ratio, the generated tokens/s, the share of the machine's fp32 matmul peak (measured
 in this run on the same threads) reached by the model work the evaluation needs (every context token encoded once),

@@ -9,7 +9,7 @@ Two IGPO trainers (:class:`venus_utils.rl.igpo_trainer.IGPOTrainer`, each on its
 same questions and seed) take turns, one optimizer step at a time, so machine noise hits them alike:
 
 - ``reference``: rollouts through transformers ``generate`` (the whole context re-encoded every turn);
-- ``fast``: rollouts through the cached decoder (:mod:`venus_utils.agent.kv_decode`).
+- ``fast``: rollouts through the cached decoder (:mod:`venus_utils.modeling.kv_decode`).
 
 Printed per variant: seconds per step in each phase the trainer logs (generation, the rest of the rollout: tools
 and the agent loop, judge, information gain, advantages, the policy update), generated tokens/s, and the share

@@ -13,7 +13,13 @@ level before it; CPU torch has no allocator statistics).
   the model's own loss (the baseline);
 - ``naive_padded``: pad to the longest of the batch, full logits (TRL's default collator);
 - ``grouped`` (the recipe's CPU choice): length-grouped batches + logits only on the trained positions;
-- ``padding_free``: one row per micro-batch with restarting ``position_ids`` + trained-position logits.
+- ``padding_free``: one row per micro-batch with restarting ``position_ids`` + trained-position logits;
+- ``grouped_bf16``: ``grouped`` under bf16 autocast (fp32 master weights and optimizer; ``SFTConfig.precision``),
+  what the recipe runs on a CPU with native bf16 (avx512_bf16 / AMX).
+
+Each variant's model FLOP utilisation is printed against the machine's fp32 and bf16 matmul peaks, measured in
+this run on the same threads (:func:`venus_utils.perf.machine_peak`), with the model's FLOPs per trained token
+(:func:`venus_utils.perf.flops_per_token`: forward + backward, attention at the data's mean length).
 
 Without ``--data`` a small offline world is built in a temporary folder and its raw expert trajectories (with
 the DR-Venus system prompt, as the cleaner writes them) are the data.  Target: grouped >= 1.5x naive_max_length.
@@ -33,7 +39,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-VARIANTS = ("naive_max_length", "naive_padded", "grouped", "padding_free")
+VARIANTS = ("naive_max_length", "naive_padded", "grouped", "padding_free", "grouped_bf16")
 
 
 def load_rows(args, tokenizer):
@@ -83,13 +89,15 @@ def step_fn(variant, model, tokenizer, args):
     else:
         collate = Collator(pad, "padding_free" if variant == "padding_free" else "padded")
     accum = args.global_batch // args.micro_batch
+    import torch
 
     def run(examples):
         batch = collate(examples)
-        if variant.startswith("naive"):
-            loss = model(**batch).loss / accum  # full logits on every position, the model's own loss
-        else:
-            loss = masked_lm_loss(model, batch, "sequence_mean")[0] / accum
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=variant.endswith("bf16")):
+            if variant.startswith("naive"):
+                loss = model(**batch).loss / accum  # full logits on every position, the model's own loss
+            else:
+                loss = masked_lm_loss(model, batch, "sequence_mean")[0] / accum
         loss.backward()
         return int(batch["attention_mask"].sum()) if "attention_mask" in batch else int(
             batch["input_ids"].numel()
@@ -166,7 +174,7 @@ def main(argv=None):
     )
     p.add_argument("--rounds", type=int, default=None, help="rounds over the variants (default 1; --full: 2)")
     p.add_argument("--full", action="store_true", help="the full size (the numbers in the README's history)")
-    p.add_argument("--threads", type=int, default=int(os.environ.get("OMP_NUM_THREADS", "1")))
+    p.add_argument("--threads", type=int, default=int(os.environ.get("OMP_NUM_THREADS", str(os.cpu_count() or 1))))
     p.add_argument("--json", help="also write the results here")
     args = p.parse_args(argv)
     full = {"global_batch": 16, "steps": 4, "rounds": 2} if args.full else {"global_batch": 8, "steps": 2, "rounds": 1}
@@ -211,9 +219,21 @@ def main(argv=None):
             acc[v][0] += dt
             acc[v][1] += real
             acc[v][2] += total
+    from transformers import AutoConfig
+
+    from venus_utils.perf import flops_per_token, machine_peak
+
+    peak = machine_peak()
+    per_token = flops_per_token(
+        AutoConfig.from_pretrained(args.model), context=sum(lengths) / len(lengths) / 2, training=True
+    )
+    print(f"\n{peak.describe()}; {per_token / 1e6:.1f} MFLOP per trained token (forward + backward)")
     base = acc["naive_max_length"][1] / acc["naive_max_length"][0]
     results = {}
-    print(f"\n{'variant':<18}{'tokens/s':>10}{'vs naive':>10}{'padding':>9}{'peak MB':>9}{'+MB':>7}")
+    print(
+        f"\n{'variant':<18}{'tokens/s':>10}{'vs naive':>10}{'padding':>9}{'peak MB':>9}{'+MB':>7}"
+        f"{'MFU fp32':>10}{'bf16':>7}"
+    )
     for v in VARIANTS:
         dt, real, total = acc[v]
         results[v] = {
@@ -222,17 +242,23 @@ def main(argv=None):
             "padding_share": round(1 - real / total, 3),
             "peak_rss_mb": mem[v][0],
             "step_extra_rss_mb": mem[v][1],
+            "gflops": round(real / dt * per_token / 1e9, 1),
         }
         r = results[v]
         print(
             f"{v:<18}{r['tokens_per_s']:>10.0f}{r['ratio_vs_naive_max_length']:>9.2f}x{r['padding_share']:>9.1%}"
-            f"{mem[v][0]:>9.0f}{mem[v][1]:>7.0f}"
+            f"{mem[v][0]:>9.0f}{mem[v][1]:>7.0f}{r['gflops'] / peak.fp32_gflops:>10.1%}"
+            f"{r['gflops'] / peak.bf16_gflops:>7.1%}"
         )
     chosen = results["grouped"]["ratio_vs_naive_max_length"]
     print(
         f"\nchosen path (grouped) = {chosen:.2f}x the naive padded baseline (target >= 1.5x): "
         f"{'OK' if chosen >= 1.5 else 'BELOW TARGET'}; "
         f"vs pad-to-longest: {results['grouped']['tokens_per_s'] / results['naive_padded']['tokens_per_s']:.2f}x"
+    )
+    print(
+        f"grouped_bf16 / grouped (fp32): "
+        f"{results['grouped_bf16']['tokens_per_s'] / results['grouped']['tokens_per_s']:.2f}x tokens/s"
     )
     if args.json:
         Path(args.json).write_text(json.dumps({"args": vars(args), "results": results}, indent=2), encoding="utf-8")

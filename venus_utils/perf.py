@@ -14,8 +14,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-import torch
-
 
 def cpu_flags() -> set[str]:
     """The processor's feature flags (Linux ``/proc/cpuinfo``; empty elsewhere)."""
@@ -29,9 +27,17 @@ def cpu_flags() -> set[str]:
     return set()
 
 
-def matmul_gflops(dtype: torch.dtype = torch.float32, n: int = 1024, seconds: float = 1.0) -> float:
-    """Sustained GFLOP/s of an ``n`` x ``n`` matmul in ``dtype`` on this process's threads (best of the runs made
-    in about ``seconds``)."""
+def cpu_bf16_native() -> bool:
+    """The CPU computes bf16 dot products natively (avx512_bf16 or AMX): bf16 autocast then pays."""
+    return bool({"avx512_bf16", "amx_bf16"} & cpu_flags())
+
+
+def matmul_gflops(dtype: Any = None, n: int = 1024, seconds: float = 1.0) -> float:
+    """Sustained GFLOP/s of an ``n`` x ``n`` matmul in ``dtype`` (default float32) on this process's threads (best
+    of the runs made in about ``seconds``)."""
+    import torch
+
+    dtype = dtype or torch.float32
     a = torch.randn(n, n).to(dtype)
     b = torch.randn(n, n).to(dtype)
     a @ b  # warm-up (first-call dispatch, thread pool)
@@ -60,12 +66,13 @@ class MachinePeak:
 
 def machine_peak(seconds: float = 1.0) -> MachinePeak:
     """fp32 and bf16 matmul peaks measured now (run it in the same process and threads as what it is compared to)."""
-    flags = cpu_flags()
+    import torch
+
     return MachinePeak(
         threads=torch.get_num_threads(),
         fp32_gflops=matmul_gflops(torch.float32, seconds=seconds),
         bf16_gflops=matmul_gflops(torch.bfloat16, seconds=seconds),
-        bf16_native=bool({"avx512_bf16", "amx_bf16"} & flags),
+        bf16_native=cpu_bf16_native(),
     )
 
 

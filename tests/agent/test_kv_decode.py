@@ -1,4 +1,4 @@
-"""The fast generation path (agent.kv_decode): the same greedy ids and rollouts as transformers ``generate``, the
+"""The fast generation path (modeling.kv_decode): the same greedy ids and rollouts as transformers ``generate``, the
 cache reused across turns and dropped when a weight changes, transformers' sampling warpers."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import torch
 
 from venus_utils.agent import AgentConfig, TransformersBackend, run_many
 from venus_utils.agent.backends import Sampling
-from venus_utils.agent.kv_decode import KVDecoder, supports, warp_logits
+from venus_utils.modeling.kv_decode import KVDecoder, supports, warp_logits
 from venus_utils.tools import make_toolbox
 from venus_utils.world_store import load_world_questions
 

@@ -119,7 +119,7 @@ def test_compute_info_gains_equals_one_at_a_time(tiny_lm):
         ),
         dict(input_ids=_trajectory(50, len(tok), seed=3), boundaries=[20], tool_names=[None], ground_truth=""),
     ]
-    from venus_utils.agent.kv_decode import supports
+    from venus_utils.modeling.kv_decode import supports
 
     assert supports(model)  # the batched path runs
     model.train()

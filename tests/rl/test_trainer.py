@@ -223,3 +223,21 @@ def test_unsolved_questions_refuses_several_processes_and_an_all_solved_pool(mon
         rollout.unsolved_questions(None, None, rows, None, None, None, samples=1, processes=2)
     with pytest.raises(ValueError, match="solves all 1 RL questions"):
         rollout.unsolved_questions(None, None, rows, None, None, None, samples=1)
+
+
+def test_phase_table_averages_the_logged_steps_after_the_first():
+    import pandas as pd
+
+    from venus_utils.rl.analysis import phase_table
+
+    metrics = pd.DataFrame(
+        [
+            {"step": 1, "time_generation_s": 9.0, "time_update_s": 9.0},  # warm-up
+            {"step": 2, "time_generation_s": 1.0, "time_update_s": 3.0},
+            {"step": 3, "time_generation_s": 3.0, "time_update_s": 1.0},
+            {"step": 3, "train_runtime": 20.0},  # TRL's closing line
+        ]
+    )
+    t = phase_table(metrics).set_index("phase")
+    assert t.loc["generation", "seconds_per_step"] == 2.0 and t.loc["update", "share"] == 0.5
+    assert phase_table(pd.DataFrame([{"step": 1, "loss": 0.1}])).empty

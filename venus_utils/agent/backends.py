@@ -170,8 +170,8 @@ class TransformersBackend:
     ``stop_event``: when set, a ``generate`` call in progress ends at the next token (a cancelled run then frees
     its thread at once instead of generating up to ``max_new_tokens``).
 
-    ``fast`` (default): a model that :mod:`venus_utils.agent.kv_decode` supports (the tiny Qwen3, any plain
-    Qwen3/Qwen2/Llama) generates through :class:`~venus_utils.agent.kv_decode.KVDecoder`: each rollout's keys and
+    ``fast`` (default): a model that :mod:`venus_utils.modeling.kv_decode` supports (the tiny Qwen3, any plain
+    Qwen3/Qwen2/Llama) generates through :class:`~venus_utils.modeling.kv_decode.KVDecoder`: each rollout's keys and
     values are kept across its turns, only the new tokens are encoded, and the batch decodes over a preallocated
     cache (greedy answers equal ``generate``'s).  ``fast=False``, or any other model, uses ``model.generate``
     (:meth:`generate_ids_reference`).
@@ -201,7 +201,7 @@ class TransformersBackend:
         self.timing = {"generate_s": 0.0, "calls": 0, "generated_tokens": 0}  # generate_ids calls, all paths
         self.decoder = None
         if fast:
-            from .kv_decode import KVDecoder, supports
+            from ..modeling.kv_decode import KVDecoder, supports
 
             if supports(model):
                 self.decoder = KVDecoder(model, pad_id=self.pad_id, max_entries=2 * max_batch + 8)

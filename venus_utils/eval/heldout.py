@@ -18,6 +18,7 @@ and ``subworld``.  :func:`load_scored` reads one back; :func:`per_question` redu
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -199,8 +200,6 @@ _WHOLE_FILE = 256 << 20  # larger files are sampled: their size and 16 spread 1 
 def model_digest(model_dir: str | Path) -> str:
     """A content hash of the files of ``model_dir`` that decide its answers: a model folder saved again with the
     same weights (a rerun of a finished stage) keeps its digest, so its held-out answers are reused, not rescored."""
-    import hashlib
-
     h = hashlib.sha256()
     for f in sorted(Path(model_dir).iterdir()):
         if not f.is_file() or not (f.suffix in _MODEL_SUFFIXES or f.name in _MODEL_FILES):

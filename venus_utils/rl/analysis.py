@@ -45,6 +45,35 @@ def summarize_steps(metrics: pd.DataFrame, keys: Sequence[str] = STEP_KEYS) -> p
     return metrics.dropna(subset=["reward"])[cols].reset_index(drop=True) if "reward" in metrics else metrics
 
 
+#: the RL step's phases the trainer times (``time_<phase>_s`` per logged step), in the order they run
+PHASES = {
+    "generation": "the policy generates the turns (local decoder or vLLM)",
+    "rollout": "the rest of the rollouts: tools, the agent loop",
+    "judge": "the judge scores the final answers",
+    "info_gain": "information gain of every turn (the policy scores the ground truth)",
+    "advantages": "rewards to turn-level advantages, reference log-probabilities for the KL",
+    "update": "the policy's forward and backward passes and the optimizer step",
+}
+
+
+def phase_table(metrics: pd.DataFrame) -> pd.DataFrame:
+    """Seconds per RL step by phase (mean over the logged steps, the first one, a warm-up, left out when there are
+    more), with each phase's share and what it is; empty for a run logged before phases were timed."""
+    cols = [f"time_{p}_s" for p in PHASES if f"time_{p}_s" in metrics]
+    if not cols:
+        return pd.DataFrame(columns=["phase", "seconds_per_step", "share", "what"])
+    steps = metrics.dropna(subset=cols)
+    steps = steps.iloc[1:] if len(steps) > 1 else steps
+    means = steps[cols].mean()
+    total = float(means.sum()) or 1.0
+    return pd.DataFrame(
+        [
+            {"phase": c[5:-2], "seconds_per_step": float(v), "share": float(v) / total, "what": PHASES[c[5:-2]]}
+            for c, v in means.items()
+        ]
+    )
+
+
 def episodes_frame(path: str | Path) -> pd.DataFrame:
     """The training rollouts (``episodes.jsonl``), one row each; empty when the file does not exist."""
     return pd.DataFrame(read_jsonl(path)) if Path(path).exists() else pd.DataFrame()

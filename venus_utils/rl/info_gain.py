@@ -16,7 +16,7 @@ Three ways to compute the values, equal up to float error (tested):
   ``compute_ig_with_kv_cache``);
 - :func:`boundary_values_batched`: the KV method for many trajectories at once (an RL step's episodes): one
   padded forward fills every trajectory's cache, one more scores every boundary of every trajectory, each row on
-  its own copy of its trajectory's cache (models :mod:`venus_utils.agent.kv_decode` runs; the trainer's default).
+  its own copy of its trajectory's cache (models :mod:`venus_utils.modeling.kv_decode` runs; the trainer's default).
 """
 
 from __future__ import annotations
@@ -161,10 +161,10 @@ def boundary_values_batched(
 ) -> list[list[float]]:
     """:func:`boundary_values_kv` for many ``(input_ids, boundaries, pseudo)`` items at once, batched over items and
     boundaries (at most ``max_rows`` boundary rows per forward).  The model must be one that
-    :func:`venus_utils.agent.kv_decode.supports`."""
+    :func:`venus_utils.modeling.kv_decode.supports`."""
     import torch
 
-    from ..agent.kv_decode import KVDecoder
+    from ..modeling.kv_decode import KVDecoder
 
     dec = KVDecoder(model)
     device = next(model.parameters()).device
@@ -284,7 +284,7 @@ def compute_info_gains(
 ) -> list[InfoGainResult]:
     """:func:`compute_info_gain` for many trajectories (dicts with ``input_ids``, ``boundaries``, ``tool_names``,
     ``ground_truth``): batched (:func:`boundary_values_batched`) when the model allows it, else one at a time."""
-    from ..agent.kv_decode import supports
+    from ..modeling.kv_decode import supports
 
     kw = dict(info_gain_type=info_gain_type, tool_filter=tool_filter, template=template, temperature=temperature)
     longest = max((len(t["input_ids"]) for t in trajectories), default=0)

@@ -30,6 +30,7 @@ from ..checkpoints import ResumePoint, prepare_resume, train_to_end
 from ..distributed import is_main_process, world_size
 from ..eval import heldout as ho
 from ..stage import Stage
+from . import analysis
 from .config import IGPOConfig
 from .questions import rl_question_file
 from .rewards import Episode
@@ -272,6 +273,7 @@ def summary_figures(
     losses, rewards, penalties = _logged(log, "loss"), _logged(log, "reward"), _logged(log, "penalty_rate")
     ig, signal = _logged(log, "ig_mean"), _logged(log, "groups_with_signal")
     sampled, sampled_signal = _logged(log, "groups_sampled"), _logged(log, "sampled_groups_with_signal")
+    phases = analysis.phase_table(pd.DataFrame(log))
     return dict(
         steps=int(trainer.state.global_step),
         loss_last=losses[-1] if losses else None,
@@ -281,6 +283,7 @@ def summary_figures(
         groups_with_signal=sum(signal) / len(signal) if signal else None,
         sampled_groups_with_signal=sum(sampled_signal) / len(sampled_signal) if sampled_signal else None,
         groups_sampled=int(sum(sampled)) if sampled else None,
+        seconds_per_step={r.phase: round(r.seconds_per_step, 3) for r in phases.itertuples()},
         reward_mode=cfg.reward_mode,
         sft_model=str(sft_dir),
         rl_question_file=str(train_file),

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from ..perf import cpu_bf16_native
 from ..validation import AT_LEAST_1, FRACTION, NON_NEGATIVE, POSITIVE, Range, check_fields, parameter_values
 
 #: Allowed values of the numeric settings (types come from the annotations), checked before anything loads.
@@ -125,8 +126,21 @@ class SFTConfig:
         },
     )
     device: str = field(default="auto", metadata={"help": "cpu | cuda | auto."})
+    precision: str = field(
+        default="auto",
+        metadata={
+            "help": "auto | bf16 | fp32: bf16 autocast over fp32 master weights and optimizer, or plain fp32. auto: "
+            "bf16 on CUDA and on a CPU with native bf16 dot products (avx512_bf16 / AMX), else fp32."
+        },
+    )
     num_threads: int | None = field(default=None, metadata={"help": "torch CPU threads; None = leave as is."})
     export_merged: bool = field(default=True, metadata={"help": "Write the merged 16-bit model (model/)."})
+
+    def uses_bf16(self, device: str) -> bool:
+        """Whether training on ``device`` (cpu | cuda) runs under bf16 autocast (:attr:`precision`)."""
+        if self.precision != "auto":
+            return self.precision == "bf16"
+        return device == "cuda" or cpu_bf16_native()
 
     @property
     def gradient_accumulation_steps(self) -> int:
@@ -140,6 +154,7 @@ class SFTConfig:
             "batching": ("max_length", "padded", "grouped", "padding_free"),
             "loss_weighting": ("sequence_mean", "token_mean"),
             "device": ("cpu", "cuda", "auto"),
+            "precision": ("auto", "bf16", "fp32"),
         }
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:

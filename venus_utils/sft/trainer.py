@@ -310,7 +310,7 @@ def _training_args(cfg: SFTConfig, out_dir: Path, has_eval: bool, engine: str):
         dataset_kwargs={"skip_prepare_dataset": True},
         max_length=None,
         use_cpu=device == "cpu",
-        bf16=device == "cuda",
+        bf16=cfg.uses_bf16(device),
         dataloader_num_workers=0,
         dataloader_pin_memory=device == "cuda",
         disable_tqdm=False,
