@@ -8,8 +8,11 @@
 Both variants run :func:`venus_utils.eval.heldout.evaluate_model` (greedy, the offline judge, ``--workers`` questions
 at once) in this process, one after the other:
 
-- ``reference``: ``EvalSettings(fast=False)``: transformers ``generate`` on the whole context at every turn;
-- ``fast``: the cached decoder (:mod:`venus_utils.modeling.kv_decode`): each rollout's KV cache kept across its turns.
+- ``before``: the evaluation as it was: transformers ``generate`` on the whole context at every turn, in the model's
+  saved dtype (the SFT export is bfloat16) (``EvalSettings(fast=False, dtype="saved")``);
+- ``reference``: transformers ``generate`` in float32 (``EvalSettings(fast=False)``);
+- ``fast``: the cached decoder (:mod:`venus_utils.modeling.kv_decode`) in float32, each rollout's KV cache kept
+  across its turns: the default.
 
 Printed: questions/s and the ratio, the generated tokens/s, the share of the machine's fp32 matmul peak (measured
 in this run on the same threads) reached by the model work the evaluation needs (every context token encoded once),
@@ -66,13 +69,19 @@ def main(argv=None) -> int:
     print(f"model {model}; {len(qa)} questions; max {args.max_turns} turns x {args.max_new_tokens} tokens")
     print(peak.describe())
     results = {}
-    for label, fast, n in (("reference", False, args.reference_questions), ("fast", True, len(qa))):
+    variants = (
+        ("before", False, "saved", args.reference_questions),
+        ("reference", False, "auto", args.reference_questions),
+        ("fast", True, "auto", len(qa)),
+    )
+    for label, fast, dtype, n in variants:
         settings = EvalSettings(
             max_turns=args.max_turns,
             max_new_tokens=args.max_new_tokens,
             system_prompt_style=args.style,
             workers=args.workers,
             fast=fast,
+            dtype=dtype,
         )
         out = tmp / f"{label}.parquet"
         t0 = time.perf_counter()
@@ -90,8 +99,9 @@ def main(argv=None) -> int:
             f"{100 * share:.2f}% of the fp32 peak (accuracy {scored['correct'].mean():.3f}, "
             f"{scored['turns'].mean():.1f} turns)"
         )
-    ref, fast = results["reference"], results["fast"]
+    ref, fast, before = results["reference"], results["fast"], results["before"]
     ratio = (fast["n"] / fast["seconds"]) / (ref["n"] / ref["seconds"])
+    ratio_before = (fast["n"] / fast["seconds"]) / (before["n"] / before["seconds"])
     key = ["id", "prediction", "turns", "termination"]
     both = pd.merge(ref["scored"][key], fast["scored"][key], on="id", suffixes=("_ref", "_fast"))
     same = int(
@@ -101,7 +111,8 @@ def main(argv=None) -> int:
             & (both["termination_ref"] == both["termination_fast"])
         ).sum()
     )
-    print(f"speed-up fast / reference: {ratio:.1f}x questions/s")
+    print(f"speed-up fast / reference (float32 generate): {ratio:.1f}x questions/s")
+    print(f"speed-up fast / before (the saved dtype's generate): {ratio_before:.1f}x questions/s")
     print(f"identical greedy answers (prediction, turns, termination): {same} of {len(both)}")
     print(f"600 questions would take {600 / (fast['n'] / fast['seconds']):.0f} s with the fast path")
     return 0 if same == len(both) else 1

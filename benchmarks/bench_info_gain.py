@@ -8,6 +8,11 @@ A trajectory of >= 20 turns (DR-Venus-format search/visit turns with tool respon
 boundary by the tiny Qwen3 with both methods; the script prints both wall times, the speed-up (target >= 5x)
 and the largest absolute difference between the two sets of values.
 
+Then an RL step's worth of short trajectories (``--episodes``, the cpu profile's 16 rollouts of 2-6 turns): the
+KV method one episode at a time (the trainer before) against ``boundary_values_batched`` (all episodes and
+boundaries in two forwards, the trainer now), with the share of the machine's fp32 matmul peak (measured in this
+run) that the work needed (every token once, the pseudo answer once per boundary) reaches.
+
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_info_gain.py [--turns 24] [--size tiny] [--repeats 3]
 """
 
@@ -53,6 +58,7 @@ def main() -> None:
     ap.add_argument("--turns", type=int, default=24)
     ap.add_argument("--size", default="tiny", help="tiny-model size: micro | tiny | small")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--episodes", type=int, default=16, help="episodes of the RL-step scenario")
     args = ap.parse_args()
     if args.turns < 20:
         raise SystemExit("--turns must be >= 20")
@@ -83,6 +89,35 @@ def main() -> None:
     print(f"naive recomputation: {t_naive:.3f} s   KV cache: {t_kv:.3f} s   (best of {args.repeats})")
     print(f"speed-up: {t_naive / t_kv:.1f}x (target >= 5x)")
     print(f"largest |naive - kv|: {diff:.2e} (tests require < 1e-4)")
+    step_scenario(model, tokenizer, args, timed)
+
+
+def step_scenario(model, tokenizer, args, timed) -> None:
+    """An RL step's episodes: the per-episode KV method against the batched one."""
+    from venus_utils.perf import flops_per_token, machine_peak, utilisation
+    from venus_utils.rl.info_gain import boundary_values_batched, boundary_values_kv, pseudo_answer
+    from venus_utils.rl.rewards import episode_from_messages
+
+    items = []
+    for k in range(args.episodes):
+        turns = 2 + k % 5
+        ep = episode_from_messages(tokenizer, synthetic_messages(turns, seed=k), "2019")
+        items.append((ep.input_ids, ep.boundaries, pseudo_answer(tokenizer, "2019")))
+    peak = machine_peak()
+    t_one, one = timed(lambda: [boundary_values_kv(model, i, b, p) for i, b, p in items])
+    t_batch, batched = timed(lambda: boundary_values_batched(model, items))
+    diff = max(abs(a - b) for x, y in zip(one, batched) for a, b in zip(x, y))
+    tokens = sum(len(i) + len(b) * len(p.ids) for i, b, p in items)
+    mean_len = sum(len(i) for i, _, _ in items) / len(items)
+    per_token = flops_per_token(model.config, context=mean_len / 2)
+    print(
+        f"\nRL step: {len(items)} episodes, {sum(len(b) for _, b, _ in items)} boundaries, "
+        f"{sum(len(i) for i, _, _ in items)} tokens; {peak.describe()}"
+    )
+    for label, t in (("one episode at a time (KV)", t_one), ("batched", t_batch)):
+        gflops, share = utilisation(tokens, t, per_token, peak.fp32_gflops)
+        print(f"{label:>28}: {t:.3f} s  ({gflops:.2f} GFLOP/s, {100 * share:.1f}% of the fp32 peak)")
+    print(f"speed-up batched / one at a time: {t_one / t_batch:.1f}x; largest difference {diff:.2e}")
 
 
 if __name__ == "__main__":

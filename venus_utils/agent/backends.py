@@ -116,8 +116,14 @@ def _cached(key: tuple[str, str], files: tuple, keep: bool, loaded: tuple[Any, A
         return model, entry[2]
 
 
-def load_pretrained(path: str | os.PathLike, device: str = "cpu", keep: bool = False) -> tuple[Any, Any]:
+def load_pretrained(
+    path: str | os.PathLike, device: str = "cpu", keep: bool = False, dtype: str = "auto"
+) -> tuple[Any, Any]:
     """``(model, tokenizer)`` of a local model folder (``save_pretrained`` output) on ``device``, in eval mode.
+
+    ``dtype``: ``auto`` computes in float32 on a CPU (the SFT export is bfloat16, whose attention kernels are
+    several times slower on CPUs; RL trains the same weights in float32) and in the saved dtype elsewhere;
+    ``saved`` keeps the saved dtype everywhere.
 
     The one way this package loads a model folder for generation.  A model is loaded once per (folder, device)
     and shared for as long as anything uses it; loads run one at a time in the process, and a caller that
@@ -129,7 +135,10 @@ def load_pretrained(path: str | os.PathLike, device: str = "cpu", keep: bool = F
     folder = os.path.realpath(os.fspath(path))
     if not os.path.isdir(folder):
         raise FileNotFoundError(f"{path}: not a model folder")
-    key = (folder, str(device))
+    if dtype not in ("auto", "saved"):
+        raise ValueError(f"dtype={dtype!r}: expected auto | saved")
+    upcast = dtype == "auto" and str(device) == "cpu"
+    key = (folder, str(device) + (":fp32" if upcast else ""))
     hit = _cached(key, _folder_files(folder), keep)
     if hit is not None:
         return hit
@@ -141,7 +150,7 @@ def load_pretrained(path: str | os.PathLike, device: str = "cpu", keep: bool = F
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         tokenizer = AutoTokenizer.from_pretrained(folder)
-        model = AutoModelForCausalLM.from_pretrained(folder).to(device).eval()
+        model = AutoModelForCausalLM.from_pretrained(folder, dtype="float32" if upcast else "auto").to(device).eval()
         _cached(key, files, keep, loaded=(model, tokenizer))
         return model, tokenizer
 
@@ -207,9 +216,11 @@ class TransformersBackend:
                 self.decoder = KVDecoder(model, pad_id=self.pad_id, max_entries=2 * max_batch + 8)
 
     @classmethod
-    def from_pretrained(cls, path: str, device: str = "cpu", keep: bool = False, **kwargs) -> TransformersBackend:
+    def from_pretrained(
+        cls, path: str, device: str = "cpu", keep: bool = False, dtype: str = "auto", **kwargs
+    ) -> TransformersBackend:
         """A backend on a model folder, loaded (or shared) by :func:`load_pretrained`."""
-        model, tokenizer = load_pretrained(path, device=device, keep=keep)
+        model, tokenizer = load_pretrained(path, device=device, keep=keep, dtype=dtype)
         return cls(model, tokenizer, device=device, **kwargs)
 
     async def generate(self, conv: Conversation, sampling: Sampling) -> Generation:
@@ -222,9 +233,25 @@ class TransformersBackend:
             self._worker = asyncio.ensure_future(self._drain())
         return await fut
 
+    #: before a batch starts, the event loop runs until no new request has come for ``SETTLE_QUIET`` of its turns
+    #: (at most ``SETTLE_MAX``): rollouts between turns (the local tools run in the loop) queue their next turn and
+    #: join the batch; without it the rollouts split into two halves that take turns, each batch half full.  Counted
+    #: in loop turns, not seconds, so which requests share a batch (and a seeded sample) does not depend on timing
+    SETTLE_QUIET = 8
+    SETTLE_MAX = 4000
+
+    async def _settle(self) -> None:
+        seen, quiet = -1, 0
+        for _ in range(self.SETTLE_MAX):
+            if len(self._queue) >= self.max_batch or quiet >= self.SETTLE_QUIET:
+                break
+            await asyncio.sleep(0)
+            quiet = quiet + 1 if len(self._queue) == seen else 0
+            seen = len(self._queue)
+
     async def _drain(self) -> None:
         while self._queue:
-            await asyncio.sleep(0)  # let the other rollouts of this step queue their requests
+            await self._settle()
             sampling = self._queue[0][1]
             batch = [r for r in self._queue if r[1] == sampling][: self.max_batch]
             for r in batch:

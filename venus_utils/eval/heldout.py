@@ -99,6 +99,7 @@ class EvalSettings:
     workers: int = 32  # questions answered at once; the local backend batches their generations
     device: str = "cpu"
     fast: bool = True  # the local backend's cached decoder (False: transformers generate; same greedy answers)
+    dtype: str = "auto"  # auto: float32 on CPU, the saved dtype elsewhere | saved (agent.backends.load_pretrained)
 
     @classmethod
     def for_model(cls, model_dir: str | Path, **overrides: Any) -> EvalSettings:
@@ -160,7 +161,11 @@ def evaluate_model(
             return done
     loaders.fresh_predictions(rollouts, fingerprint)
     backend = load_backend(
-        str(model_dir), device=settings.device, max_batch=max(1, settings.workers), fast=settings.fast
+        str(model_dir),
+        device=settings.device,
+        max_batch=max(1, settings.workers),
+        fast=settings.fast,
+        dtype=settings.dtype,
     )
     if tools is None:
         tools = make_toolbox("local", world_dir)

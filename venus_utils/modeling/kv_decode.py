@@ -120,7 +120,9 @@ class KVDecoder:
         self._entries = []
 
     def _take(self, prompt: np.ndarray) -> _Entry | None:
-        """The cached entry sharing the longest prefix with ``prompt`` (removed: its rollout moves on)."""
+        """The longest cached prefix of ``prompt``.  An entry that ``prompt`` extends whole is removed (its rollout
+        moves on and stores a longer one); one it shares only a prefix with (another rollout's, sharing the system
+        prompt) stays for its own rollout's next turn."""
         best, best_len = None, 0
         for i, e in enumerate(self._entries):
             if len(e.ids) and e.ids[0] == prompt[0]:
@@ -129,7 +131,9 @@ class KVDecoder:
                     best, best_len = i, n
         if best is None:
             return None
-        entry = self._entries.pop(best)
+        entry = self._entries[best]
+        if best_len == len(entry.ids):
+            del self._entries[best]
         n = min(best_len, len(prompt) - 1)  # at least one token is encoded: its logits start the turn
         if n <= 0:
             return None
@@ -162,10 +166,16 @@ class KVDecoder:
         cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
         b, t = ids.shape
         width = int(lengths_after.max())
-        cols = torch.arange(width, device=ids.device)
-        visible = (cols[None, None, :] <= positions[:, :, None]).unsqueeze(1)  # (B, 1, T, width)
-        # an additive mask: the same result as a boolean one, and SDPA's CPU kernel runs it ~1.6x faster
-        bias = torch.zeros(visible.shape, dtype=hidden.dtype, device=ids.device).masked_fill(~visible, float("-inf"))
+        # rows that all start at position 0 (a first turn, a trajectory's prefill) attend only to what they write:
+        # plain causal attention over the new keys, no (B, T, width) mask (SDPA's fused causal kernel)
+        fresh = t > 1 and bool((positions[:, 0] == 0).all())
+        bias = None
+        if not fresh:
+            cols = torch.arange(width, device=ids.device)
+            visible = (cols[None, None, :] <= positions[:, :, None]).unsqueeze(1)  # (B, 1, T, width)
+            # an additive mask: the same result as a boolean one, and SDPA's CPU kernel runs it ~1.6x faster
+            bias = torch.zeros(visible.shape, dtype=hidden.dtype, device=ids.device)
+            bias = bias.masked_fill(~visible, float("-inf"))
         rows = torch.arange(b, device=ids.device)[:, None].expand(b, t)
         for layer, (k_cache, v_cache) in zip(inner.layers, caches):
             attn = layer.self_attn
@@ -182,14 +192,19 @@ class KVDecoder:
             k = k * cos + _rotate_half(k) * sin
             k_cache[rows, :, positions] = k.transpose(1, 2)
             v_cache[rows, :, positions] = v.transpose(1, 2)
-            out = F.scaled_dot_product_attention(
-                q,
-                k_cache[:, :, :width],
-                v_cache[:, :, :width],
-                attn_mask=bias,
-                scale=attn.scaling,
-                enable_gqa=self.n_kv != self.n_heads,
-            )
+            if fresh:
+                out = F.scaled_dot_product_attention(
+                    q, k, v, is_causal=True, scale=attn.scaling, enable_gqa=self.n_kv != self.n_heads
+                )
+            else:
+                out = F.scaled_dot_product_attention(
+                    q,
+                    k_cache[:, :, :width],
+                    v_cache[:, :, :width],
+                    attn_mask=bias,
+                    scale=attn.scaling,
+                    enable_gqa=self.n_kv != self.n_heads,
+                )
             hidden = residual + attn.o_proj(out.transpose(1, 2).reshape(b, t, -1))
             residual = hidden
             hidden = residual + layer.mlp(layer.post_attention_layernorm(hidden))
