@@ -67,7 +67,7 @@ def make_batches(variant, rows, args):
     from venus_utils.sft import LengthGroupedSampler
 
     n = args.global_batch * args.steps
-    if variant == "grouped":
+    if variant.startswith("grouped"):
         order = list(LengthGroupedSampler([r["length"] for r in rows], args.micro_batch, seed=0))
     else:
         order = list(range(len(rows)))
