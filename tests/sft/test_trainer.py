@@ -206,3 +206,25 @@ def test_config_validates_and_names_unknown_keys():
         "full",
     )
     assert cfg.gradient_accumulation_steps == 32
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp32"])
+def test_precision_decides_whether_the_loss_runs_under_bf16_autocast(
+    precision, micro_model_dir, rows, tmp_path, monkeypatch
+):
+    """The loss calls the decoder itself (not the forward accelerate wraps), so the trainer enters the autocast."""
+    import torch
+
+    import venus_utils.sft.trainer as trainer_module
+
+    seen = []
+    original = trainer_module.masked_lm_loss
+
+    def spy(model, batch, *args, **kwargs):
+        seen.append(torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.bfloat16)
+        return original(model, batch, *args, **kwargs)
+
+    monkeypatch.setattr(trainer_module, "masked_lm_loss", spy)
+    res = train_sft(_cfg(max_steps=2, precision=precision), micro_model_dir, rows[:8], tmp_path)
+    assert res.steps == 2 and seen and all(s == (precision == "bf16") for s in seen)
+    assert SFTConfig(precision="auto").uses_bf16("cuda") and not SFTConfig(precision="fp32").uses_bf16("cuda")

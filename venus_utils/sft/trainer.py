@@ -175,7 +175,10 @@ def _trainer_class(base):
                     getattr(self, "current_gradient_accumulation_steps", None) or self.args.gradient_accumulation_steps
                 )
                 denominator = self._step_units / steps
-            loss, stats = masked_lm_loss(model, inputs, self.venus_config.loss_weighting, denominator)
+            # the loss calls the decoder directly (logits on the trained positions only), not the model's forward that
+            # accelerate wraps in its autocast: enter the mixed-precision context here (bf16 when args.bf16)
+            with self.accelerator.autocast():
+                loss, stats = masked_lm_loss(model, inputs, self.venus_config.loss_weighting, denominator)
             if model.training:
                 mask = inputs.get("attention_mask")
                 n = int(mask.sum()) if mask is not None else int(inputs["input_ids"].numel())
