@@ -114,7 +114,3 @@ class PhaseTimer:
 
     def add(self, phase: str, seconds: float) -> None:
         self.seconds[phase] += seconds
-
-    def table(self) -> list[dict]:
-        total = sum(self.seconds.values()) or 1.0
-        return [{"phase": k, "seconds": v, "share": v / total} for k, v in self.seconds.items()]

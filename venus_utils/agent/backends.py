@@ -12,6 +12,7 @@ the rest of the process) and one model per (folder, device), shared by the backe
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import threading
@@ -274,11 +275,21 @@ class TransformersBackend:
                 stop_ids.add(ids[0])
         return stop_ids
 
-    def _reseed(self) -> None:
+    @contextlib.contextmanager
+    def _generating(self):
+        """One generation at a time, without gradients, in eval mode (the model is left as it was: RL trains it),
+        with the global generator reseeded from this backend's seed."""
         import torch
 
-        if self._gen is not None:
-            torch.manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=self._gen)))
+        with self._lock, torch.no_grad():
+            if self._gen is not None:
+                torch.manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=self._gen)))
+            was_training = self.model.training
+            self.model.eval()
+            try:
+                yield
+            finally:
+                self.model.train(was_training)
 
     def generate_ids(self, prompts: list[list[int]], sampling: Sampling) -> list[list[int]]:
         """Sampled ids per prompt (cut after the first end-of-turn token): the fast path when the model has one."""
@@ -292,24 +303,16 @@ class TransformersBackend:
     def _generate_ids(self, prompts: list[list[int]], sampling: Sampling) -> list[list[int]]:
         if self.decoder is None:
             return self.generate_ids_reference(prompts, sampling)
-        import torch
-
-        with self._lock, torch.no_grad():
-            self._reseed()
-            was_training = self.model.training  # generate in eval mode, leave the model as it was (RL trains it)
-            self.model.eval()
-            try:
-                return self.decoder.generate(
-                    prompts,
-                    sampling.max_new_tokens,
-                    self._stop_ids(sampling),
-                    temperature=sampling.temperature,
-                    top_p=sampling.top_p,
-                    top_k=sampling.top_k,
-                    should_stop=self.stop_event.is_set if self.stop_event is not None else None,
-                )
-            finally:
-                self.model.train(was_training)
+        with self._generating():
+            return self.decoder.generate(
+                prompts,
+                sampling.max_new_tokens,
+                self._stop_ids(sampling),
+                temperature=sampling.temperature,
+                top_p=sampling.top_p,
+                top_k=sampling.top_k,
+                should_stop=self.stop_event.is_set if self.stop_event is not None else None,
+            )
 
     def generate_ids_reference(self, prompts: list[list[int]], sampling: Sampling) -> list[list[int]]:
         """``generate_ids`` through transformers ``model.generate`` (left padding, the whole context re-encoded)."""
@@ -330,14 +333,8 @@ class TransformersBackend:
             )
         else:
             kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
-        with self._lock, torch.no_grad():
-            self._reseed()
-            was_training = self.model.training
-            self.model.eval()
-            try:
-                out = self.model.generate(input_ids=input_ids, attention_mask=attention, **kwargs)
-            finally:
-                self.model.train(was_training)
+        with self._generating():
+            out = self.model.generate(input_ids=input_ids, attention_mask=attention, **kwargs)
         result = []
         for row in out[:, width:].tolist():
             cut = next((i for i, t in enumerate(row) if t in stop_ids), None)

@@ -81,20 +81,20 @@ def warp_logits(logits: torch.Tensor, temperature: float, top_p: float, top_k: i
     return logits
 
 
-def select_next(logits: torch.Tensor, temperature: float, top_p: float, top_k: int | None, generator) -> torch.Tensor:
+def select_next(logits: torch.Tensor, temperature: float, top_p: float, top_k: int | None) -> torch.Tensor:
     """Next tokens from ``logits`` (rows, vocab): argmax when ``temperature`` is 0, else sampled from
     :func:`warp_logits`."""
     if temperature <= 0:
         return logits.argmax(-1)
     probs = warp_logits(logits, temperature, top_p, top_k).softmax(-1)
-    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+    return torch.multinomial(probs, 1).squeeze(-1)
 
 
 class KVDecoder:
     """Batched generation with per-rollout prefix caching over a model's own layers (see the module text).
 
     ``max_entries``: cached contexts kept (an entry is taken by the request that extends it; the oldest go first).
-    Not thread-safe by itself: the backend calls it under its lock.
+    :meth:`generate` runs one call at a time; sampling draws from torch's global generator (the backend seeds it).
     """
 
     def __init__(self, model: Any, pad_id: int = 0, max_entries: int = 64):
@@ -106,7 +106,6 @@ class KVDecoder:
         self.n_heads = cfg.num_attention_heads
         self.n_kv = getattr(cfg, "num_key_value_heads", None) or self.n_heads
         self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // self.n_heads
-        self.max_positions = getattr(cfg, "max_position_embeddings", None) or 1 << 30
         self._entries: list[_Entry] = []
         self._weights_version: tuple | None = None
         self.stats = {"requests": 0, "prompt_tokens": 0, "reused_tokens": 0, "encoded_tokens": 0, "decode_steps": 0}
@@ -226,14 +225,13 @@ class KVDecoder:
         temperature: float = 0.0,
         top_p: float = 1.0,
         top_k: int | None = None,
-        generator: torch.Generator | None = None,
         should_stop=None,
     ) -> list[list[int]]:
         """Sampled ids per prompt, each cut after its first id in ``stop_ids`` (or ``max_new_tokens`` long)."""
         with self._lock:
-            return self._generate(prompts, max_new_tokens, stop_ids, temperature, top_p, top_k, generator, should_stop)
+            return self._generate(prompts, max_new_tokens, stop_ids, temperature, top_p, top_k, should_stop)
 
-    def _generate(self, prompts, max_new_tokens, stop_ids, temperature, top_p, top_k, generator, should_stop):
+    def _generate(self, prompts, max_new_tokens, stop_ids, temperature, top_p, top_k, should_stop):
         device = next(self.model.parameters()).device
         version = self._version()
         if version != self._weights_version:
@@ -276,7 +274,7 @@ class KVDecoder:
         for step in range(max_new_tokens):
             if should_stop is not None and should_stop():
                 break
-            nxt = select_next(logits, temperature, top_p, top_k, generator)
+            nxt = select_next(logits, temperature, top_p, top_k)
             tokens = nxt.tolist()
             for j, tok in enumerate(tokens):
                 out[active[j]].append(tok)

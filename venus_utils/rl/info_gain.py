@@ -271,6 +271,25 @@ def _row_bytes(model, tokens: int) -> int:
     return 2 * cfg.num_hidden_layers * kv * head_dim * (tokens + 64) * size
 
 
+def _plan(tokenizer, ground_truth, n: int, tool_names, tool_filter, template):
+    """``(gt, pseudo answer, kept boundary indices)`` of one trajectory; no pseudo answer when there is nothing
+    to score (no ground truth, no boundary)."""
+    gt = ground_truth_text(ground_truth)
+    if gt is None or n == 0:
+        return gt, None, []
+    return gt, pseudo_answer(tokenizer, gt, template), kept_boundaries(n, tool_names, tool_filter)
+
+
+def _result(gt, n: int, kept: list[int], scored: Sequence[float], info_gain_type: str) -> InfoGainResult:
+    """The values scored at the ``kept`` boundaries placed among ``n`` boundaries, and their gains."""
+    if gt is None or n == 0:
+        return InfoGainResult(values=[None] * n, gains=[None] * max(0, n - 1), gt=gt)
+    values: list[float | None] = [None] * n
+    for s, v in zip(kept, scored):
+        values[s] = v
+    return InfoGainResult(values=values, gains=turn_info_gains(values, info_gain_type), gt=gt, kept=kept)
+
+
 def compute_info_gains(
     model,
     tokenizer,
@@ -290,17 +309,13 @@ def compute_info_gains(
     longest = max((len(t["input_ids"]) for t in trajectories), default=0)
     if not supports(model) or _row_bytes(model, longest) > BATCHED_ROW_BYTES:
         return [compute_info_gain(model, tokenizer, **t, chunk_size=chunk_size, **kw) for t in trajectories]
-    prepared = []
-    for t in trajectories:
-        gt, n = ground_truth_text(t["ground_truth"]), len(t["boundaries"])
-        if gt is None or n == 0:
-            prepared.append((gt, n, None, []))
-            continue
-        kept = kept_boundaries(n, t["tool_names"], tool_filter)
-        prepared.append((gt, n, pseudo_answer(tokenizer, gt, template), kept))
+    plans = [
+        _plan(tokenizer, t["ground_truth"], len(t["boundaries"]), t["tool_names"], tool_filter, template)
+        for t in trajectories
+    ]
     items = [
-        (t["input_ids"], [t["boundaries"][s] for s in kept] if pseudo else [], pseudo)
-        for t, (_, _, pseudo, kept) in zip(trajectories, prepared)
+        (t["input_ids"], [t["boundaries"][s] for s in kept], pseudo)
+        for t, (_, pseudo, kept) in zip(trajectories, plans)
     ]
     was_training = model.training
     model.eval()
@@ -308,16 +323,10 @@ def compute_info_gains(
         scored = boundary_values_batched(model, items, temperature=temperature)
     finally:
         model.train(was_training)
-    results = []
-    for (gt, n, pseudo, kept), got in zip(prepared, scored):
-        if pseudo is None:
-            results.append(InfoGainResult(values=[None] * n, gains=[None] * max(0, n - 1), gt=gt))
-            continue
-        values: list[float | None] = [None] * n
-        for s, v in zip(kept, got):
-            values[s] = v
-        results.append(InfoGainResult(values=values, gains=turn_info_gains(values, info_gain_type), gt=gt, kept=kept))
-    return results
+    return [
+        _result(gt, len(t["boundaries"]), kept, got, info_gain_type)
+        for t, (gt, _, kept), got in zip(trajectories, plans, scored)
+    ]
 
 
 def compute_info_gain(
@@ -342,12 +351,10 @@ def compute_info_gain(
     ``tool_names[s]`` is the tool that turn ``s`` called (None when it called none).  The model must be the
     policy that sampled the trajectory; it is switched to eval mode for the call and restored afterwards.
     """
-    gt = ground_truth_text(ground_truth)
     n = len(boundaries)
-    if gt is None or n == 0:
-        return InfoGainResult(values=[None] * n, gains=[None] * max(0, n - 1), gt=gt)
-    pseudo = pseudo_answer(tokenizer, gt, template)
-    kept = kept_boundaries(n, tool_names, tool_filter)
+    gt, pseudo, kept = _plan(tokenizer, ground_truth, n, tool_names, tool_filter, template)
+    if pseudo is None:
+        return _result(gt, n, kept, [], info_gain_type)
     points = [boundaries[s] for s in kept]
     was_training = model.training
     model.eval()
@@ -362,7 +369,4 @@ def compute_info_gain(
             raise ValueError(f"unknown IG method {method!r} (kv | naive)")
     finally:
         model.train(was_training)
-    values: list[float | None] = [None] * n
-    for s, v in zip(kept, scored):
-        values[s] = v
-    return InfoGainResult(values=values, gains=turn_info_gains(values, info_gain_type), gt=gt, kept=kept)
+    return _result(gt, n, kept, scored, info_gain_type)
