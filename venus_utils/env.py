@@ -11,7 +11,9 @@ import importlib.metadata
 import importlib.util
 import os
 import platform
+import re
 from pathlib import Path
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import psutil
 from dotenv import load_dotenv
@@ -52,8 +54,43 @@ def secret(name: str) -> str | None:
     return value or None
 
 
+#: A URL in running text (up to whitespace, quotes or brackets; a final punctuation mark is the sentence's).
+URL_RE = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>()\[\]{}]+(?<![.,;:!?])")
+#: Query parameters whose value is a credential (``?api-key=``, ``&token=``, ``sig=``...).
+SECRET_PARAM_RE = re.compile(
+    r"(^|[-_])(api[-_]?keys?|apikey|key|keys|token|access[-_]?token|secret|password|passwd|pwd|sig|signature|"
+    r"auth|authorization|credential|credentials|code)$",
+    re.IGNORECASE,
+)
+
+
+def redact_url(url: str) -> str:
+    """``url`` with its credentials masked: the userinfo (``user:password@`` -> ``user:***@``, a lone token ->
+    ``***@``) and the value of every key-like query or fragment parameter (``?api-key=***``)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, host = netloc.rsplit("@", 1)
+        user, sep, _password = userinfo.partition(":")
+        netloc = f"{user}:***@{host}" if sep else f"***@{host}"
+
+    def clean(query: str) -> str:
+        out = []
+        for piece in query.split("&"):
+            name, eq, value = piece.partition("=")
+            out.append(f"{name}=***" if eq and value and SECRET_PARAM_RE.search(unquote(name)) else piece)
+        return "&".join(out)
+
+    return urlunsplit((parts.scheme, netloc, parts.path, clean(parts.query), clean(parts.fragment)))
+
+
 def redact(text: str) -> str:
-    """Replace the value of every known secret present in the environment by ``***``."""
+    """Replace the value of every known secret present in the environment by ``***``, and the credentials of
+    every URL in ``text`` (:func:`redact_url`)."""
+    text = URL_RE.sub(lambda m: redact_url(m.group(0)), text)
     for name in SECRET_VARS:
         value = os.environ.get(name)
         if not value:

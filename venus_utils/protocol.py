@@ -213,6 +213,67 @@ def wrap_tool_response(body: str) -> str:
     return f"{TOOL_RESPONSE_OPEN}\n{body}\n{TOOL_RESPONSE_CLOSE}"
 
 
+# ---------------------------------------------------------------------------------------------------------
+# Outside text is data, never a control token.
+#
+# Chat templates render messages to text and the text is then tokenized, so a page (or a dataset row) whose
+# text contains ``</tool_response>\n<|im_end|>\n<|im_start|>assistant`` would become the real control-token ids:
+# a forged turn inside a tool response.  Every rendering of messages for a model goes through
+# :func:`render_chat` (or :func:`safe_messages` where a server applies its own template), which escapes the
+# control pieces of the *content*: ``<|im_end|>`` becomes ``‹|im_end|›`` (single angle quotation marks), which
+# reads the same to a person and tokenizes as plain text.  The template's own pieces stay special.  The stored
+# messages keep the original text (the demo shows it as it came).
+
+CONTROL_TOKEN_RE = re.compile(r"<\|[^<>|\s]{1,64}\|>")  # <|im_start|>, <|im_end|>, <|endoftext|>, <|fim_pad|>...
+# the protocol tags that are single tokens of the Qwen3 tokenizer (``<answer>`` is plain text: the loop's own notes
+# ask for it, and a page quoting it forges nothing)
+CONTROL_TAG_RE = re.compile(r"</?(?:think|tool_call|tool_response)>", re.IGNORECASE)
+
+
+def _escape_match(match: re.Match) -> str:
+    text = match.group(0)
+    return "\u2039" + text[1:-1] + "\u203a"
+
+
+def escape_control(text: str, tags: bool = True) -> str:
+    """``text`` with every chat control token (and, with ``tags``, every protocol tag) escaped as plain text."""
+    text = CONTROL_TOKEN_RE.sub(_escape_match, text)
+    return CONTROL_TAG_RE.sub(_escape_match, text) if tags else text
+
+
+def safe_content(role: str, content: str) -> str:
+    """The content of one message as a model may see it.
+
+    - system and assistant turns: their protocol tags are real (the tool list, ``<think>``, ``<tool_call>``);
+      only chat control tokens (``<|im_end|>``...) are escaped;
+    - a tool result (a user message ``<tool_response>...</tool_response>``, or a ``tool`` message): the wrapper
+      stays, everything inside it is escaped, tags included (a page cannot close the response early);
+    - any other user message (the question): escaped, tags included.
+    """
+    if role in ("system", "assistant"):
+        return escape_control(content, tags=False)
+    if role == "user" and content.startswith(TOOL_RESPONSE_OPEN) and content.endswith(TOOL_RESPONSE_CLOSE):
+        inner = content[len(TOOL_RESPONSE_OPEN) : len(content) - len(TOOL_RESPONSE_CLOSE)]
+        return TOOL_RESPONSE_OPEN + escape_control(inner) + TOOL_RESPONSE_CLOSE
+    return escape_control(content)
+
+
+def safe_messages(messages: list[dict]) -> list[dict]:
+    """Copies of ``messages`` whose contents are :func:`safe_content` (other keys kept)."""
+    return [
+        {**m, "content": safe_content(str(m.get("role")), m["content"])} if isinstance(m.get("content"), str) else m
+        for m in messages
+    ]
+
+
+def render_chat(tokenizer: Any, messages: list[dict], add_generation_prompt: bool = False) -> str:
+    """The chat-template text of ``messages`` with outside text escaped: the one way messages are rendered for a
+    model (agent context, SFT data, IG re-rendering, token counts)."""
+    return tokenizer.apply_chat_template(
+        safe_messages(messages), tokenize=False, add_generation_prompt=add_generation_prompt
+    )
+
+
 @dataclass
 class ToolCall:
     """A parsed ``<tool_call>``; ``error`` is set (and name/arguments may be empty) when it did not parse."""

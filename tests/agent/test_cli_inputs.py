@@ -128,3 +128,21 @@ def test_run_file_takes_the_rows_load_questions_read(paths):
     )
     assert summary["questions"] == 1 and summary["ran"] == 1
     assert [r["prediction"] for r in read_jsonl(out)] == ["Shilo"]
+
+
+def test_ask_against_a_dead_endpoint_says_why_and_fails(paths, capsys, monkeypatch):
+    """Issue 22, item 5: no answer because the model could not be asked is an error, with its reason."""
+    import asyncio
+
+    real_sleep = asyncio.sleep
+
+    async def no_wait(seconds, *args, **kwargs):  # the loop's back-off between attempts
+        await real_sleep(0)
+
+    monkeypatch.setattr(asyncio, "sleep", no_wait)
+    code = main(["ask", "Where was Kalo born?", "--model", "http://127.0.0.1:9/v1", "--world", str(paths["world"])])
+    out, err = capsys.readouterr()
+    assert code == 1 and "termination: llm_error" in out
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("[agent] error: the model at http://127.0.0.1:9/v1 failed: ConnectError")
+    assert "127.0.0.1:9/v1/chat/completions" in last and "Traceback" not in err

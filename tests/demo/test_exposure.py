@@ -168,3 +168,87 @@ def test_an_exposed_demo_refuses_loopback_urls_but_keeps_its_configured_endpoint
     with pytest.raises(InputError, match="loopback addresses are refused too"):
         check_endpoint("http://127.0.0.1:8000/v1", ["http://127.0.0.1:6001/v1"], allow_loopback=False)
     assert check_endpoint("http://127.0.0.1:6001/v1", ["http://127.0.0.1:6001/v1"], allow_loopback=False)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# issue 22, item 3: an exposed demo reads only its own folders and never echoes credentials
+
+
+def _run_form(**changes) -> dict:
+    form = dict(
+        model="checkpoint",
+        checkpoint="",
+        endpoint="",
+        endpoint_model="model",
+        endpoint_key="",
+        tools="local",
+        world_dir="",
+        serper_key="",
+        jina_key="",
+        summary_base="",
+        summary_key="",
+        summary_model="",
+        max_steps=3,
+    )
+    return {**form, **changes}
+
+
+def test_an_exposed_demo_refuses_folders_outside_its_run_folders(tmp_path):
+    from venus_utils.demo.app import DemoServer
+
+    run = tmp_path / "runs" / "smoke"
+    (run / "00_setup" / "world").mkdir(parents=True)
+    (run / "03_sft_unsloth" / "model").mkdir(parents=True)
+    extra = tmp_path / "models"
+    (extra / "mine").mkdir(parents=True)
+    outside = tmp_path / "secret"
+    outside.mkdir()
+    (run / "link").symlink_to(outside)
+    defaults = DemoSettings(world_dir=str(run / "00_setup" / "world"), extra={"run_dir": str(run)})
+    calls = []
+    exposed = DemoServer(
+        run_fn=lambda *a: calls.append(a) or {}, defaults=defaults, exposed=True, allow_folders=[str(extra)]
+    )
+    world = str(run / "00_setup" / "world")
+    for checkpoint, world_dir in [
+        ("/etc", world),
+        (str(outside), world),
+        (str(run / "link"), world),  # a symbolic link out of the run folder
+        (str(run / ".." / ".." / "secret"), world),
+        (str(run / "03_sft_unsloth" / "model"), "/etc"),
+    ]:
+        updates = list(exposed.start("Where?", **_run_form(checkpoint=checkpoint, world_dir=world_dir)))
+        status = updates[-1][2]
+        assert "must be inside the folders this demo serves" in status and "--allow-folder" in status
+        assert str(tmp_path) not in status  # the server's paths are not disclosed either
+    assert calls == [] and exposed.runs == {}
+    _, note = exposed.model_defaults("checkpoint", "/etc")
+    assert "must be inside the folders this demo serves" in note
+    for checkpoint in (str(run / "03_sft_unsloth" / "model"), str(extra / "mine")):  # its own folders are fine
+        exposed.check_folders(DemoSettings(model="checkpoint", checkpoint=checkpoint, world_dir=world))
+    local = DemoServer(run_fn=lambda *a: {}, defaults=defaults)  # on loopback: the operator's own machine
+    local.check_folders(DemoSettings(model="checkpoint", checkpoint=str(outside), world_dir="/etc"))
+
+
+def test_the_allow_folder_option_reaches_the_server(monkeypatch, tmp_path, capsys):
+    seen = _main(monkeypatch, tmp_path, "--host", "0.0.0.0", "--allow-folder", str(tmp_path / "extra"))
+    assert (tmp_path / "extra").resolve() in seen["server"].folders
+    assert tmp_path.resolve() in seen["server"].folders  # the run folder
+    assert _main(monkeypatch, tmp_path)["server"].folders is None  # loopback: not limited
+
+
+def test_credentials_in_a_typed_endpoint_are_not_echoed(requests_made):
+    from venus_utils.demo.app import DemoServer
+
+    exposed = DemoServer(run_fn=lambda *a: {}, exposed=True)
+    shown = exposed.check_service("http://me:hunter22@10.0.0.5:8000/v1?api-key=SECRETKEY", "typed-key-1234")
+    assert shown.startswith("❌") and "hunter22" not in shown and "SECRETKEY" not in shown
+    updates = list(
+        exposed.start(
+            "Where?", **_run_form(model="endpoint", endpoint="http://me:hunter22@10.0.0.5:8000/v1", endpoint_key="k")
+        )
+    )
+    assert "hunter22" not in updates[-1][2] and requests_made == []
+    local = DemoServer(run_fn=lambda *a: {}, allow_any_endpoint=True)
+    shown = local.check_service("http://me:hunter22@10.0.0.5:8000/v1", "typed-key-1234")
+    assert shown.startswith("✅") and "hunter22" not in shown and "typed-key-1234" not in shown

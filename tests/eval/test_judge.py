@@ -170,11 +170,13 @@ def test_llm_judge_fallback_env_retries_and_errors(no_endpoint, monkeypatch, tmp
         assert judge.judge("q", "right", "gold").correct  # the first attempt got a 500, the retry succeeded
         assert len(flaky.requests) == 2
         flaky.reply = lambda prompt: "I cannot tell."
-        v = judge.judge("q", "other", "gold")
+        v = judge._llm("q", "other", "gold")
         assert v.method == "error" and not v.correct and "correct: yes|no" in v.error
         flaky.fail_first = 10
-        v = judge.judge("q", "third", "gold")
+        v = judge._llm("q", "third", "gold")
         assert v.method == "error" and "after 3 attempts" in v.error and "k2" not in v.error
+        with pytest.raises(J.JudgeUnavailable, match="failed on 1 of 1 answers"):  # never a wrong answer
+            judge.judge("q", "fourth", "gold")
     finally:
         flaky.close()
 
@@ -213,3 +215,111 @@ def test_cleaner_uses_the_llm_judge(server, no_endpoint, monkeypatch, tmp_path):
     assert stats["judge"]["kind"] == "llm" and stats["judge"]["methods"] == {"llm": 2, "exact": 1}
     assert stats["drop_reasons"] == {"incorrect_answer": 1} and stats["rows"]["kept"] == 2
     assert (tmp_path / "out" / "judge_cache.sqlite").exists()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# issue 22, items 2 and 4: a judge URL's credentials are never shown; a dead judge cannot pass as a result
+
+
+def test_judge_url_credentials_are_redacted(tmp_path):
+    from venus_utils.env import redact
+
+    judge = J.Judge(
+        api_base="http://alice:pa55word@judge.lan:8000/v1?api-key=SECRETKEY&x=1", cache_path=tmp_path / "c"
+    )
+    shown = judge.describe() + judge.endpoint + redact(f"error talking to {judge.api_base}: refused")
+    assert "pa55word" not in shown and "SECRETKEY" not in shown
+    assert "http://alice:***@judge.lan:8000/v1?api-key=***&x=1" in judge.describe()
+    assert redact("see https://tok3n@h/v1#token=abc, then") == "see https://***@h/v1#token=***, then"
+    judge.close()
+
+
+def dead_judge(monkeypatch, tmp_path, **env):
+    monkeypatch.setenv("JUDGE_API_BASE", "http://127.0.0.1:9/v1")  # nothing listens on port 9
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return J.Judge.from_env(cache_path=tmp_path / "c.sqlite", backoff=0, timeout=2)
+
+
+def test_a_dead_judge_stops_the_batch_with_a_clear_message(no_endpoint, monkeypatch, tmp_path):
+    judge = dead_judge(monkeypatch, tmp_path)
+    items = [("q", f"answer {i}", "gold") for i in range(50)] + [("q", "gold", "gold")]
+    with pytest.raises(J.JudgeUnavailable) as info:
+        judge.judge_many(items)
+    message = str(info.value)
+    assert "failed on 50 of 51 answers" in message and "127.0.0.1:9" in message
+    assert "JUDGE_FALLBACK=offline" in message and "not wrong answers" in message
+    assert judge.errors <= J.DEAD_AFTER + judge.max_workers  # given up on, not 50 x 3 attempts
+    judge.close()
+
+
+def test_a_dead_judge_falls_back_to_offline_when_asked(no_endpoint, monkeypatch, tmp_path):
+    judge = dead_judge(monkeypatch, tmp_path, JUDGE_FALLBACK="offline")
+    verdicts = judge.judge_many([("q", "Paris, France", "Paris"), ("q", "Rome", "Paris"), ("q", "Paris", "Paris")])
+    assert [v.method for v in verdicts] == ["offline-fallback", "offline-fallback", "exact"]
+    assert [v.value for v in verdicts] == [1.0, 0.0, 1.0]
+    assert "2 answers judged by the offline judge after LLM errors" in judge.describe()
+    monkeypatch.setenv("JUDGE_FALLBACK", "sometimes")
+    with pytest.raises(ValueError, match="JUDGE_FALLBACK must be one of stop, offline"):
+        J.Judge.from_env(cache_path=tmp_path / "c.sqlite")
+    judge.close()
+
+
+def test_a_few_judge_errors_are_left_out_not_scored_wrong(no_endpoint, tmp_path):
+    import math
+
+    import pandas as pd
+
+    from venus_utils.eval import heldout, metrics
+
+    server = StandIn(reply=lambda prompt: "no verdict" if "[response]: odd" in prompt else "correct: no")
+    try:
+        judge = J.Judge(api_base=server.base, cache_path=tmp_path / "c.sqlite", backoff=0, attempts=1)
+        preds = ["odd"] + ["gold"] * 20 + ["wrong"] * 19  # 1 error in 40: under the 5% share
+        table = pd.DataFrame(
+            {"id": [f"q{i}" for i in range(40)], "source": "s", "question": "q", "prediction": preds, "answer": "gold"}
+        )
+        scored = metrics.score(table.assign(turns=1, tool_call_count=0, termination="answered"), judge=judge)
+        assert math.isnan(scored["correct"].iloc[0]) and scored["judge_method"].iloc[0] == "error"
+        figures = metrics.summarize(scored)
+        assert figures["accuracy"] == 20 / 39 and figures["judge_errors"] == 1 and figures["unjudged_questions"] == 1
+        assert figures["n_questions"] == 39
+        held = heldout.summary(scored, by=())
+        assert held["n"] == 39 and held["accuracy"] == 20 / 39 and held["judge_errors"] == 1
+        plain = metrics.score(table.assign(turns=1), judge=J.judge_function(judge)[0])  # the plain-function path
+        assert math.isnan(plain["correct"].iloc[0])
+        judge.close()
+    finally:
+        server.close()
+
+
+def test_rl_refuses_to_train_on_unjudged_answers():
+    from types import SimpleNamespace
+
+    from venus_utils.rl.igpo_trainer import IGPOTrainer
+
+    episodes = [SimpleNamespace(question="q", prediction="a", ground_truth="g", judge_score=0.0) for _ in range(2)]
+    fake = SimpleNamespace(judge=lambda q, p, g: [1.0, float("nan")], state=SimpleNamespace(global_step=7))
+    with pytest.raises(J.JudgeUnavailable, match="failed on 1 of 2 final answers of step 7"):
+        IGPOTrainer.judge_episodes(fake, episodes)
+
+
+def test_the_cleaner_stops_on_a_dead_judge(no_endpoint, monkeypatch, tmp_path):
+    from venus_utils import protocol
+    from venus_utils.data.clean import CleanConfig, run_clean
+
+    rows = [
+        {
+            "question": f"q{i}",
+            "gt": "gold",
+            "messages": [
+                {"role": "user", "content": f"q{i}"},
+                {"role": "assistant", "content": protocol.answer_turn("r", f"answer {i}")},
+            ],
+        }
+        for i in range(12)
+    ]
+    (tmp_path / "rows.json").write_text(json.dumps(rows))
+    monkeypatch.setenv("JUDGE_API_BASE", "http://127.0.0.1:9/v1")
+    with pytest.raises(J.JudgeUnavailable, match="failed on 12 of 12"):
+        run_clean(CleanConfig(input=tmp_path / "rows.json", output_dir=tmp_path / "out", progress=False, workers=1))

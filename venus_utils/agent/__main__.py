@@ -190,6 +190,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.trace:
             with open(args.trace, "a", encoding="utf-8") as fh:
                 fh.write(dumps_json(rollout.to_dict(), indent=None) + "\n")
+        if rollout.termination in ("llm_error", "exception"):  # no answer because the model could not be asked
+            reason = (rollout.error or "no reason given").splitlines()[0]
+            print(f"[agent] error: the model at {redact(args.model)} failed: {redact(reason)}", file=sys.stderr)
+            return 1
         return 0
 
     summary = run_file(

@@ -27,6 +27,7 @@ from typing import Any
 import httpx
 
 from ..env import redact, secret
+from ..protocol import safe_messages
 from .conversation import ChatTokens, Conversation
 
 
@@ -384,7 +385,7 @@ class OpenAIBackend:
             body.update(prompt=conv.ids, logprobs=0, return_tokens_as_token_ids=True, skip_special_tokens=False)
             url = f"{self.base_url}/completions"
         else:
-            body.update(messages=conv.messages)
+            body.update(messages=safe_messages(conv.messages))  # the server renders them: outside text escaped
             url = f"{self.base_url}/chat/completions"
         try:
             async with httpx.AsyncClient() as client:
@@ -395,7 +396,9 @@ class OpenAIBackend:
             response.raise_for_status()
             choice = response.json()["choices"][0]
         except Exception as exc:
-            message = redact(f"{type(exc).__name__}: {exc}")
+            timed_out = isinstance(exc, (TimeoutError, httpx.TimeoutException))
+            detail = str(exc).strip() or (f"no reply within {self.timeout:g} s" if timed_out else "")
+            message = redact(f"{type(exc).__name__}: {detail} ({url})")
             return Generation("", None, "error", message.replace(key, "***") if len(key) >= 4 else message)
         finish = "length" if choice.get("finish_reason") == "length" else "stop"
         text = choice.get("text") if self.mode == "completions" else (choice.get("message") or {}).get("content")

@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..protocol import render_chat
+
 _PROBE = "VENUSPROBE"
 
 
@@ -38,7 +40,7 @@ class ChatTokens:
         self.eos_ids = self._eos_ids()
 
     def render(self, messages: list[dict], add_generation_prompt: bool = False) -> str:
-        return self.tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt)
+        return render_chat(self.tok, messages, add_generation_prompt=add_generation_prompt)
 
     def encode(self, text: str) -> list[int]:
         return list(self.tok.encode(text, add_special_tokens=False))

@@ -138,6 +138,7 @@ async def _generate_turn(backend, conv: Conversation, cfg: AgentConfig, seen: se
                 await asyncio.sleep(min(cfg.backoff_s * 2**attempt + random.random() * cfg.backoff_s, 30.0))
                 continue
             if gen.error or gen.ids is None:
+                r.error = gen.error or "the model returned an empty reply"  # why the rollout ends in llm_error
                 return None
         if not last and "repetition" in cfg.retry_on and protocol.is_repetitive(gen.text):
             continue

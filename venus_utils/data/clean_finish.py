@@ -362,7 +362,7 @@ def judge_rows(
     info = {
         "kind": judge.kind,
         "name": judge.name,
-        "notice": notice,
+        "notice": judge.describe(),  # after judging: it says how many answers fell back to the offline judge
         "methods": dict(Counter(v.method for v in verdicts)),
         "correct": sum(v.correct for v in verdicts),
         "judged": len(verdicts),

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..protocol import render_chat, safe_messages
+
 
 def render_chatml(messages: list[dict]) -> str:
     """Qwen's ChatML layout, used when the tokenizer has no chat template."""
@@ -36,8 +38,8 @@ class TokenCounter:
 
     def render(self, messages: list[dict]) -> str:
         if self.has_template:
-            return self.tokenizer.apply_chat_template(messages, tokenize=False)
-        return render_chatml(messages)
+            return render_chat(self.tokenizer, messages)
+        return render_chatml(safe_messages(messages))
 
     def count_text(self, text: str) -> int:
         return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])

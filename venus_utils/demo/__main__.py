@@ -66,6 +66,14 @@ def main(argv: list[str] | None = None) -> None:
         help="let users make the server contact any endpoint URL they type (default: only the "
         "configured --model endpoint and loopback addresses)",
     )
+    parser.add_argument(
+        "--allow-folder",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="a folder (with what is under it) that users of an exposed demo (--host other than loopback) may name as "
+        "checkpoint or world folder, besides the run folder; repeatable",
+    )
     args = parser.parse_args(argv)
     defaults: DemoSettings = default_settings(
         args.run_dir,
@@ -95,6 +103,7 @@ def main(argv: list[str] | None = None) -> None:
         concurrency=args.concurrency,
         block=True,
         allow_any_endpoint=args.allow_any_endpoint,
+        allow_folders=args.allow_folder,
     )
 
 

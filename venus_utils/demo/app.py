@@ -36,10 +36,12 @@ from .runs import (
     agent_run_fn,
     agent_settings,
     check_endpoint,
+    check_folder,
     check_question,
     hide_secrets,
     is_loopback,
     model_folder,
+    served_folders,
 )
 
 POLL_S = 0.5  # how often the feed refreshes while a run is going
@@ -91,6 +93,7 @@ class DemoServer:
         max_queue: int = 16,
         allow_any_endpoint: bool = False,
         exposed: bool = False,
+        allow_folders: list[str] | tuple[str, ...] = (),
     ):
         self.run_fn = run_fn or agent_run_fn
         self.defaults = defaults or DemoSettings()
@@ -99,8 +102,17 @@ class DemoServer:
         self.allow_any_endpoint = allow_any_endpoint
         self.exposed = exposed  # bound to a non-loopback address: visitors may not reach this machine's services
         self.endpoints = [u for u in (self.defaults.endpoint, self.defaults.summary_base) if u]  # the operator's
+        # an exposed demo reads only the folders it was started with (None: any folder, a loopback demo)
+        self.folders = served_folders(self.defaults, allow_folders) if exposed else None
         self.runs: dict[str, Run] = {}
         self._lock = threading.Lock()
+
+    def check_folders(self, settings: DemoSettings) -> None:
+        """Refuse a checkpoint or world folder outside :attr:`folders` (an exposed demo only)."""
+        if settings.model == "checkpoint":
+            check_folder(settings.checkpoint, self.folders, "checkpoint folder")
+        if settings.tools == "local":
+            check_folder(settings.world_dir, self.folders, "offline world folder")
 
     def check_url(self, url: str) -> str:
         """The normalised base URL when the server may contact it for a user (see :func:`runs.check_endpoint`)."""
@@ -122,6 +134,7 @@ class DemoServer:
                 system_prompt_style="auto",
                 extra=dict(self.defaults.extra),
             )
+            self.check_folders(settings)
             found = agent_settings(settings, model_folder(settings))
         except InputError as exc:
             return None, f"<small>{exc}</small>"
@@ -174,6 +187,7 @@ class DemoServer:
                 system_prompt_style=system_prompt_style,
                 extra=dict(self.defaults.extra),
             ).validated()
+            self.check_folders(settings)
             if settings.model == "endpoint":
                 self.check_url(settings.endpoint)
             if settings.tools == "web" and settings.summary_base:
@@ -231,7 +245,7 @@ class DemoServer:
             )
             response.raise_for_status()
             names = [m.get("id", "?") for m in response.json().get("data", [])]
-            return f"✅ {base} serves: {', '.join(names) or '(no models listed)'}"
+            return hide_secrets(f"✅ {base} serves: {', '.join(names) or '(no models listed)'}", [key])
         except Exception as exc:  # unreachable, 401, not an OpenAI server...
             return "❌ " + hide_secrets(f"{base}: {type(exc).__name__}: {exc}", [key])
 
@@ -371,6 +385,7 @@ def launch(
     concurrency: int = 2,
     block: bool = True,
     allow_any_endpoint: bool = False,
+    allow_folders: list[str] | tuple[str, ...] = (),
 ):
     """Start the server; returns ``(demo, url)`` (and blocks until Ctrl-C when ``block``).  Binding a non-loopback
     address prints a warning on stderr (the demo has no authentication)."""
@@ -379,7 +394,12 @@ def launch(
     if warning:
         print(warning, file=sys.stderr, flush=True)
     server = DemoServer(
-        run_fn, defaults, concurrency, allow_any_endpoint=allow_any_endpoint, exposed=not is_loopback(host)
+        run_fn,
+        defaults,
+        concurrency,
+        allow_any_endpoint=allow_any_endpoint,
+        exposed=not is_loopback(host),
+        allow_folders=allow_folders,
     )
     demo = server.build()
     _, url, _ = demo.launch(

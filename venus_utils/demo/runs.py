@@ -24,7 +24,7 @@ from urllib.parse import urlsplit, urlunsplit
 from ..agent.backends import OpenAIBackend, TransformersBackend
 from ..agent.loop import run_agent
 from ..agent.settings import resolve_agent_settings
-from ..env import redact
+from ..env import redact, redact_url
 from ..stage import best_model, model_candidates, resolve_run_dir
 from ..tools import make_toolbox
 
@@ -85,6 +85,32 @@ def _origin_and_path(base_url: str) -> tuple:
     return parts.scheme, (parts.hostname or "").lower(), port, parts.path
 
 
+def served_folders(defaults: DemoSettings, extra: list[str] | tuple[str, ...] = ()) -> list[Path]:
+    """The folders an exposed demo serves: its run folder, its default checkpoint and world, and ``extra`` (the
+    operator's ``--allow-folder``), resolved (symbolic links followed)."""
+    roots = [defaults.extra.get("run_dir"), defaults.checkpoint, defaults.world_dir, *extra]
+    return sorted({Path(r).expanduser().resolve() for r in roots if r}, key=str)
+
+
+def check_folder(folder: str, roots: list[Path] | None, what: str) -> str:
+    """``folder`` when it lies inside one of ``roots`` (None: any folder, a demo on a loopback address).
+
+    An exposed demo must not let a visitor name any path of the server as a model or world folder (it would be
+    read, its files probed by the error messages).  Symbolic links and ``..`` are resolved before the check."""
+    if roots is None or not folder:
+        return folder
+    try:
+        real = Path(folder).expanduser().resolve()
+    except (OSError, RuntimeError, ValueError):
+        real = None
+    if real is not None and any(real == root or root in real.parents for root in roots):
+        return folder
+    raise InputError(
+        f"the {what} must be inside the folders this demo serves (it is exposed beyond this machine): "
+        f"{', '.join(r.name or str(r) for r in roots)}; the operator can add folders with --allow-folder"
+    )
+
+
 def check_endpoint(
     url: str, configured: list[str] | tuple[str, ...] = (), allow_any: bool = False, allow_loopback: bool = True
 ) -> str:
@@ -112,7 +138,7 @@ def check_endpoint(
         )
     )
     raise InputError(
-        f"{base} is not an endpoint this demo may contact: only {allowed} are allowed; start the demo "
+        f"{redact_url(base)} is not an endpoint this demo may contact: only {allowed} are allowed; start the demo "
         "with --allow-any-endpoint to allow any URL"
     )
 

@@ -191,6 +191,15 @@ def evaluate_model(
     table = metrics.attach_answers(loaders.load_predictions(rollouts), questions)
     scored = metrics.score(table, judge=judge, progress=False)
     scored = scored.drop(columns=[c for c in DROP_COLUMNS if c in scored.columns]).assign(judge=judged_by)
+    unjudged = int(scored["correct"].isna().sum())
+    fell_back = int((scored.get("judge_method", pd.Series(dtype=str)) == "offline-fallback").sum())
+    if unjudged or fell_back:
+        print(
+            f"[heldout] WARNING: the judge failed on {unjudged + fell_back} of {len(scored)} answers: "
+            + (f"{unjudged} left out of every figure (not counted as wrong)" if unjudged else "")
+            + ("; " if unjudged and fell_back else "")
+            + (f"{fell_back} judged by the offline judge instead (JUDGE_FALLBACK=offline)" if fell_back else "")
+        )
     with atomic_path(out_path) as tmp:
         scored.to_parquet(tmp)
     return scored
@@ -224,12 +233,15 @@ def model_digest(model_dir: str | Path) -> str:
 
 def _reusable(path: Path, fingerprint: dict, judged_by: str, rows: int) -> pd.DataFrame | None:
     """The scored table at ``path`` if it was made with ``fingerprint`` (its rollouts' sidecar), is complete and was
-    scored by the same judge; else None."""
+    scored by the same judge, every answer judged by it (no judge error, no offline fallback); else None."""
     if not (path.exists() and made_with(path.with_suffix(".jsonl"), fingerprint)):
         return None
     done = load_scored(path)
     same_judge = "judge" in done and len(done) and done["judge"].iloc[0] == judged_by
-    return done if len(done) == rows and set(done["id"]) == set(fingerprint["questions"]) and same_judge else None
+    fell_back = "judge_method" in done and (done["judge_method"] == "offline-fallback").any()
+    fully_judged = not done["correct"].isna().any() and not fell_back
+    complete = len(done) == rows and set(done["id"]) == set(fingerprint["questions"])
+    return done if complete and same_judge and fully_judged else None
 
 
 def run_results(run_dir: str | Path) -> dict[str, pd.DataFrame]:
@@ -244,10 +256,12 @@ def load_scored(path: str | Path) -> pd.DataFrame:
 
 def per_question(scored: pd.DataFrame) -> pd.DataFrame:
     """One row per question: ``correct`` (the majority over its samples; with greedy decoding its one answer),
-    ``pass_rate`` (mean over samples) and the question's breakdown columns."""
+    ``pass_rate`` (mean over samples) and the question's breakdown columns.  Samples the judge failed on
+    (``correct`` NaN) are not counted, and a question without a judged sample is left out (:func:`summary` counts
+    both): an unjudged answer is not a wrong one."""
     keep = [c for c in META_COLUMNS if c in scored.columns]
-    g = scored.groupby("id", sort=False)
-    out = g.agg(pass_rate=("correct", "mean"), samples=("correct", "size"), turns=("turns", "mean"))
+    g = scored[scored["correct"].notna()].groupby("id", sort=False)
+    out = g.agg(pass_rate=("correct", "mean"), samples=("correct", "count"), turns=("turns", "mean"))
     out["correct"] = out["pass_rate"] >= 0.5
     if keep:
         out = out.join(g[keep].first())
@@ -265,6 +279,8 @@ def summary(scored: pd.DataFrame, by: tuple[str, ...] = ("subworld", "hops")) ->
         "ci_low": overall["ci_low"],
         "ci_high": overall["ci_high"],
         "samples_per_question": int(pq["samples"].min()) if len(pq) else 0,
+        "judge_errors": int(scored["correct"].isna().sum()),
+        "unjudged_questions": int(scored["id"].nunique() - len(pq)),
         "mean_turns": float(scored["turns"].mean()) if len(scored) else None,
         "judge_methods": {
             str(k): int(v) for k, v in scored.get("judge_method", pd.Series(dtype=str)).value_counts().items()

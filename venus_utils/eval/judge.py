@@ -10,9 +10,17 @@ grader prompt, after an exact-match shortcut.  Here:
 3. with no endpoint, a deterministic offline judge decides: token F1 of the answer (or of the part that
    states it: a **bold** span, the first line) against the best alias, at or above a threshold (0.5).
 
+A judge error (endpoint down, no verdict in the reply) is never a wrong answer: its :attr:`Verdict.value` is NaN,
+scorers leave it out and count it.  When the LLM judge fails on more than a small share of a batch
+(``JUDGE_MAX_ERROR_SHARE``, default 0.05) the batch raises :class:`JudgeUnavailable` naming the endpoint and the
+error, so the stage stops instead of reporting accuracies of unjudged answers; with ``JUDGE_FALLBACK=offline``
+the failed answers are judged offline instead (method ``offline-fallback``) and :meth:`Judge.describe` says how
+many.  A dead endpoint is given up on after its first few failures (no success yet), not after every item's retries.
+
 The endpoint comes from the environment or ``.env`` (:func:`venus_utils.env.secret`): ``JUDGE_API_BASE``,
 ``JUDGE_API_KEY`` and ``JUDGE_MODEL`` (or DR-Venus's ``JUDGE_MODEL_NAME``), falling back to ``API_BASE`` /
-``API_KEY``.  :meth:`Judge.describe` says which judge ran; keep it next to any number it produced.
+``API_KEY``; ``JUDGE_FALLBACK`` (``stop`` or ``offline``) and ``JUDGE_MAX_ERROR_SHARE`` as above.
+:meth:`Judge.describe` says which judge ran; keep it next to any number it produced.
 :func:`judge_function` gives a judge as a plain function of lists (questions, predictions, ground truths),
 the form the RL trainer takes.
 """
@@ -21,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 import sqlite3
@@ -35,7 +44,7 @@ from typing import Any
 import httpx
 from tqdm.auto import tqdm
 
-from ..env import redact, secret
+from ..env import redact, redact_url, secret
 from ..paths import RUNS_DIR
 from . import answers
 
@@ -63,6 +72,9 @@ confidence: The extracted confidence score between 0|\\%| and 100|\\%| from [res
 
 DEFAULT_MODEL = "Qwen3-235B-A22B-Instruct-2507"  # DR-Venus's JUDGE_MODEL_NAME default
 OFFLINE_THRESHOLD = 0.5
+MAX_ERROR_SHARE = 0.05  # a batch with more LLM-judge failures than this share stops (JudgeUnavailable)
+DEAD_AFTER = 8  # this many failures before any success: the endpoint is down, the rest of the batch is not tried
+FALLBACKS = ("stop", "offline")
 _VERDICT_RE = re.compile(r"\bcorrect\**\s*:\s*\**\s*(yes|no)\b", re.IGNORECASE)
 
 
@@ -103,7 +115,17 @@ class Verdict:
 
     @property
     def value(self) -> float:
+        """1.0 / 0.0; NaN when the judge failed (an unjudged answer is not a wrong one)."""
+        if self.method == "error":
+            return math.nan
         return 1.0 if self.correct else 0.0
+
+
+class JudgeUnavailable(RuntimeError):
+    """The LLM judge failed on more than a small share of a batch: nothing of that batch can be reported."""
+
+
+_STATE_LOCK = threading.Lock()  # a judge's error counters, updated from its worker threads
 
 
 class _Cache:
@@ -157,7 +179,13 @@ class Judge:
         max_workers: int = 8,
         enable_thinking: bool | None = None,
         reason: str = "",
+        fallback: str = "stop",
+        max_error_share: float = MAX_ERROR_SHARE,
     ):
+        if fallback not in FALLBACKS:
+            raise ValueError(f"judge fallback must be one of {', '.join(FALLBACKS)}, got {fallback!r}")
+        if not (isinstance(max_error_share, (int, float)) and 0.0 <= max_error_share <= 1.0):
+            raise ValueError(f"the judge's max_error_share must be within [0, 1], got {max_error_share!r}")
         self.api_base = api_base.rstrip("/") if api_base else None
         self._api_key = api_key
         self.model = model
@@ -166,6 +194,11 @@ class Judge:
         self.max_workers = max(1, max_workers)
         self.enable_thinking = enable_thinking
         self.reason = reason
+        self.fallback, self.max_error_share = fallback, float(max_error_share)
+        self.errors = 0  # LLM failures seen (all batches)
+        self.fallbacks = 0  # of which judged offline instead (fallback="offline")
+        self._dead: str | None = None  # set after DEAD_AFTER failures and no success: the endpoint is down
+        self._successes = 0
         self._cache = _Cache(cache_path or default_cache_path()) if self.api_base else None
         self._client = None
 
@@ -183,6 +216,16 @@ class Judge:
             raise ValueError(
                 "an LLM judge was asked for but neither JUDGE_API_BASE nor API_BASE is set (environment or .env)"
             )
+        fallback = (os.environ.get("JUDGE_FALLBACK") or "stop").strip().lower()
+        if fallback not in FALLBACKS:
+            raise ValueError(f"JUDGE_FALLBACK must be one of {', '.join(FALLBACKS)}, got {fallback!r}")
+        kwargs.setdefault("fallback", fallback)
+        share = os.environ.get("JUDGE_MAX_ERROR_SHARE")
+        if share is not None and "max_error_share" not in kwargs:
+            try:
+                kwargs["max_error_share"] = float(share)
+            except ValueError:
+                raise ValueError(f"JUDGE_MAX_ERROR_SHARE must be a number in [0, 1], got {share!r}") from None
         key = secret("JUDGE_API_KEY") or secret("API_KEY")
         model = os.environ.get("JUDGE_MODEL") or os.environ.get("JUDGE_MODEL_NAME") or DEFAULT_MODEL
         thinking = os.environ.get("ENABLE_JUDGE_THINKING")
@@ -198,11 +241,21 @@ class Judge:
     def name(self) -> str:
         return self.model if self.api_base else f"offline-f1>={self.offline_threshold:g}"
 
+    @property
+    def endpoint(self) -> str | None:
+        """The endpoint's URL as it may be shown: credentials masked (:func:`venus_utils.env.redact_url`)."""
+        return redact(redact_url(self.api_base)) if self.api_base else None
+
     def describe(self) -> str:
         if self.api_base:
+            fell_back = (
+                f"; {self.fallbacks} answers judged by the offline judge after LLM errors (JUDGE_FALLBACK=offline)"
+                if self.fallbacks
+                else ""
+            )
             return redact(
-                f"LLM judge {self.model} at {self.api_base} (BrowseComp grading prompt, exact-match shortcut, "
-                f"all aliases, verdicts cached in {self._cache.path})"
+                f"LLM judge {self.model} at {self.endpoint} (BrowseComp grading prompt, exact-match shortcut, "
+                f"all aliases, verdicts cached in {self._cache.path}{fell_back})"
             )
         why = f" ({self.reason})" if self.reason else ""
         return (
@@ -257,10 +310,18 @@ class Judge:
         hit = self._cache.get(key)
         if hit is not None:
             return Verdict(hit[0], "llm", self.name, None, hit[1], cached=True)
+        if self._dead is not None:  # the endpoint is down: do not wait through this item's retries too
+            return Verdict(False, "error", self.name, error=self._dead)
         try:
             reply = self._ask(grader_prompt(question, answer, ground_truth))
         except RuntimeError as exc:
+            with _STATE_LOCK:
+                self.errors += 1
+                if self._successes == 0 and self.errors >= DEAD_AFTER:
+                    self._dead = f"endpoint given up on after {self.errors} failures and no success: {exc}"
             return Verdict(False, "error", self.name, error=str(exc))
+        with _STATE_LOCK:
+            self._successes += 1
         correct = parse_verdict(reply)
         if correct is None:  # DR-Venus scores an unreadable reply 0; not cached so a rerun asks again
             return Verdict(False, "error", self.name, reply=reply, error="no 'correct: yes|no' in the judge's reply")
@@ -268,7 +329,33 @@ class Judge:
         return Verdict(correct, "llm", self.name, None, reply)
 
     def judge(self, question: str, answer: str, ground_truth: Any) -> Verdict:
-        return self._shortcut(answer, ground_truth) or self._llm(question, answer, ground_truth)
+        return self.judge_many([(question, answer, ground_truth)])[0]
+
+    def _settle_errors(self, items: list[tuple[str, str, Any]], out: list[Verdict]) -> list[Verdict]:
+        """Judge errors are never wrong answers: fall back to the offline judge when asked, else stop when they
+        are more than ``max_error_share`` of the batch (the rest stay ``error``, value NaN, for scorers to skip)."""
+        failed = [i for i, v in enumerate(out) if v.method == "error"]
+        if not failed:
+            return out
+        if self.fallback == "offline":
+            offline = Judge(api_base=None, offline_threshold=self.offline_threshold)
+            for i in failed:
+                v = offline._shortcut(items[i][1], items[i][2])
+                out[i] = Verdict(v.correct, "offline-fallback", offline.name, v.score, error=out[i].error)
+            self.fallbacks += len(failed)
+            return out
+        if len(failed) > self.max_error_share * len(out):
+            first = out[failed[0]].error or "no verdict"
+            raise JudgeUnavailable(
+                redact(
+                    f"the LLM judge {self.model} at {self.endpoint} failed on {len(failed)} of {len(out)} answers "
+                    f"(more than {self.max_error_share:.0%}; first error: {first}). Nothing of this batch was "
+                    "scored: unjudged answers are not wrong answers. Fix the endpoint (JUDGE_API_BASE, JUDGE_API_KEY) "
+                    "and rerun (verdicts already given are cached), set JUDGE_FALLBACK=offline to judge failed "
+                    "answers offline (the summary says how many), or unset JUDGE_API_BASE for the offline judge."
+                )
+            )
+        return out
 
     def judge_many(self, items: Iterable[tuple[str, str, Any]], progress: bool = False) -> list[Verdict]:
         """Verdicts for (question, answer, ground truth) triples, in order; LLM calls run concurrently."""
@@ -280,7 +367,7 @@ class Judge:
                 results = pool.map(lambda i: self._llm(*items[i]), todo)
                 for i, verdict in zip(todo, tqdm(results, total=len(todo), desc="judge", disable=not progress)):
                     out[i] = verdict
-        return out  # type: ignore[return-value]
+        return self._settle_errors(items, out)  # type: ignore[arg-type]
 
     def close(self) -> None:
         if self._client is not None:
@@ -289,7 +376,14 @@ class Judge:
             self._cache.close()
 
 
-#: ``judge(questions, predictions, ground_truths)`` -> one score in [0, 1] per prediction, in order
+def judged_score(value: Any) -> float:
+    """A judge function's score as 1.0 / 0.0, or NaN where the judge failed (an unjudged answer is not wrong)."""
+    value = float(value)
+    return value if math.isnan(value) else (1.0 if value >= 1.0 else 0.0)
+
+
+#: ``judge(questions, predictions, ground_truths)`` -> one score in [0, 1] per prediction, in order (NaN: the judge
+#: failed on it; never count it as wrong)
 JudgeFn = Callable[[Sequence[str], Sequence[str], Sequence[Any]], list[float]]
 
 

@@ -27,7 +27,7 @@ import pandas as pd
 from ..cli import parse_shard
 from ..paper import results_table
 from . import answers
-from .judge import Judge
+from .judge import Judge, judged_score
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -104,7 +104,7 @@ def score(
         out["correct"] = [v.value for v in verdicts]
         out["judge_method"] = [v.method for v in verdicts]
     else:
-        out["correct"] = [1.0 if float(v) >= 1.0 else 0.0 for v in judge(questions, preds, golds)]
+        out["correct"] = [judged_score(v) for v in judge(questions, preds, golds)]
     return out
 
 
@@ -112,11 +112,14 @@ def score(
 # Tables
 # --------------------------------------------------------------------------------------------------------
 def per_question(scored: pd.DataFrame) -> pd.DataFrame:
-    """One row per question: ``n`` samples, ``c`` correct, mean accuracy, EM, F1, turns and tool calls."""
-    g = scored.groupby(["id", "source"], sort=False)
+    """One row per question: ``n`` judged samples, ``c`` correct, mean accuracy, EM, F1, turns and tool calls.
+
+    Samples the judge failed on (``correct`` NaN) are not counted; a question without a judged sample is left out
+    (:func:`summarize` counts both)."""
+    g = scored[scored["correct"].notna()].groupby(["id", "source"], sort=False)
     return (
         g.agg(
-            n=("correct", "size"),
+            n=("correct", "count"),
             c=("correct", "sum"),
             accuracy=("correct", "mean"),
             em=("em", "mean"),
@@ -200,6 +203,8 @@ def summarize(scored: pd.DataFrame, ks: Iterable[int] | None = None) -> dict:
         "pass_at_k": {int(k): float(v) for k, v in zip(curve.get("k", []), curve.get("pass_at_k", []))},
         "n_questions": int(len(pq)),
         "n_samples": int(len(scored)),
+        "judge_errors": int(scored["correct"].isna().sum()),  # unjudged samples, left out of every figure
+        "unjudged_questions": int(scored["id"].nunique() - len(pq)),
         "samples_per_question": int(pq["n"].min()) if len(pq) else 0,
         "mean_turns": float(scored["turns"].mean()) if len(scored) else float("nan"),
         "terminations": {str(k): int(v) for k, v in scored["termination"].value_counts().items()},

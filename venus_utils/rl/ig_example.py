@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..protocol import ANSWER_SPLIT, extract_answer
+from ..protocol import ANSWER_SPLIT, extract_answer, render_chat
 from .rollout import make_agent_rollout
 
 
@@ -30,7 +30,7 @@ def load_shared_rollout(path: str | Path, max_tokens: int, tokenizer, min_turns:
     final = [{"role": "assistant", "content": messages[-1]["content"]}]
 
     def size(msgs):
-        text = tokenizer.apply_chat_template(msgs, tokenize=False)
+        text = render_chat(tokenizer, msgs)
         return len(tokenizer(text, add_special_tokens=False)["input_ids"])
 
     keep = 2

@@ -23,6 +23,7 @@ the parts that need no TRL (training rows, advantages over processes, group sign
 from __future__ import annotations
 
 import copy
+import math
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -36,7 +37,7 @@ from trl.trainer.utils import pad
 
 from ..checkpoints import AtomicCheckpoints
 from ..env import available
-from ..eval.judge import JudgeFn
+from ..eval.judge import JudgeFn, JudgeUnavailable
 from ..io import read_jsonl, write_jsonl
 from ..perf import PhaseTimer
 from ..protocol import extract_answer
@@ -233,6 +234,13 @@ class IGPOTrainer(AtomicCheckpoints, GRPOTrainer):
             [ep.prediction or "" for ep in episodes],
             [ep.ground_truth for ep in episodes],
         )
+        unjudged = sum(math.isnan(float(s)) for s in scores)
+        if unjudged:  # an unjudged answer is neither right nor wrong: no outcome reward can be given for it
+            raise JudgeUnavailable(
+                f"the judge failed on {unjudged} of {len(scores)} final answers of step {self.state.global_step}; "
+                "RL does not train on unjudged answers. Fix the judge's endpoint and resume (the last checkpoint "
+                "is kept), or set JUDGE_FALLBACK=offline."
+            )
         for ep, score in zip(episodes, scores, strict=True):
             ep.judge_score = float(score)
 

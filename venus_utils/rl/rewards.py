@@ -31,7 +31,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..protocol import extract_answer, parse_tool_call
+from ..protocol import extract_answer, parse_tool_call, render_chat
 from .advantages import ZERO_REWARD
 from .format_penalty import apply_format_penalties
 
@@ -217,7 +217,7 @@ def episode_from_messages(
     raises when that context is not a token-aligned prefix of the whole rendering.
     """
     messages = [dict(m) for m in messages]
-    full = tokenizer.apply_chat_template(messages, tokenize=False)
+    full = render_chat(tokenizer, messages)
     enc = tokenizer(full, add_special_tokens=False, return_offsets_mapping=True)
     ids, offsets = list(enc["input_ids"]), enc["offset_mapping"]
     ends = {end: k + 1 for k, (_, end) in enumerate(offsets)}  # char position -> token count ending there
@@ -225,7 +225,7 @@ def episode_from_messages(
     for k, message in enumerate(messages):
         if message["role"] != "assistant":
             continue
-        context = tokenizer.apply_chat_template(messages[:k], tokenize=False, add_generation_prompt=True)
+        context = render_chat(tokenizer, messages[:k], add_generation_prompt=True)
         if not full.startswith(context) or len(context) not in ends:
             raise ValueError(
                 f"message {k}: the rendered context is not a token-aligned prefix of the conversation "

@@ -12,6 +12,7 @@ server through its OpenAI API (``vllm_mode='server'``: ``trl vllm-serve``, weigh
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +21,7 @@ import httpx
 
 from ..agent import AgentConfig, OpenAIBackend, TransformersBackend, run_many
 from ..agent.batch import run_coroutine
+from ..eval.judge import judged_score
 from .config import IGPOConfig
 from .rewards import Episode
 
@@ -166,10 +168,12 @@ def evaluate_accuracy(
     scores = judge(
         [e.question for e in episodes], [e.prediction or "" for e in episodes], [e.ground_truth for e in episodes]
     )
-    correct = [1.0 if float(s) >= 1.0 else 0.0 for s in scores]
+    correct = [judged_score(s) for s in scores]
+    judged = [c for c in correct if not math.isnan(c)]  # NaN: the judge failed, not a wrong answer
     return {
-        "accuracy": sum(correct) / max(len(correct), 1),
-        "n": len(correct),
+        "accuracy": sum(judged) / max(len(judged), 1),
+        "n": len(judged),
+        "judge_errors": len(correct) - len(judged),
         "turns": sum(e.num_turns for e in episodes) / max(len(episodes), 1),
         "answered": sum(e.prediction is not None for e in episodes) / max(len(episodes), 1),
         "predictions": [
@@ -214,14 +218,16 @@ def unsolved_questions(
     result = evaluate_accuracy(model, tokenizer, rows, tools, judge, cfg, samples=samples, agent_cfg=agent_cfg)
     right: dict[str, list[float]] = {}
     for p in result["predictions"]:
-        right.setdefault(p["question"], []).append(p["correct"])
+        if not math.isnan(p["correct"]):  # a sample the judge failed on tells nothing
+            right.setdefault(p["question"], []).append(p["correct"])
     rate = {q: sum(v) / len(v) for q, v in right.items()}
-    kept = [r for r in rows if rate.get(r["question"], 0.0) < 1.0]
+    kept = [r for r in rows if rate.get(r["question"], 0.0) < 1.0]  # unjudged questions are kept
     counts = {
         "candidates": len(rows),
         "always_solved": sum(1 for v in rate.values() if v == 1.0),
         "sometimes_solved": sum(1 for v in rate.values() if 0.0 < v < 1.0),
         "never_solved": sum(1 for v in rate.values() if v == 0.0),
+        "unjudged": sum(1 for r in rows if r["question"] not in rate),
         "kept": len(kept),
     }
     if not kept:

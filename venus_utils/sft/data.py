@@ -28,6 +28,8 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from ..protocol import render_chat
+
 IGNORE = -100
 log = logging.getLogger(__name__)
 
@@ -54,7 +56,7 @@ def render(messages: list[dict], tokenizer, add_generation_prompt: bool = False)
     """The chat-template text of ``messages`` (empty list -> empty string)."""
     if not messages:
         return ""
-    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt)
+    return render_chat(tokenizer, messages, add_generation_prompt=add_generation_prompt)
 
 
 def conversation_segments(messages: Any, tokenizer) -> list[tuple[str, bool]]:
