@@ -6,12 +6,14 @@ import json
 import pytest
 
 from venus_utils.checkpoints import (
+    checkpoint_problem,
     checkpoints,
     discard_incomplete,
     guard_resume,
     is_complete,
     mark_finished,
     resume_point,
+    write_manifest,
 )
 
 
@@ -93,3 +95,26 @@ def test_a_run_is_finished_at_max_steps_or_when_recorded_under_the_same_limits(t
     assert resume_point(tmp_path, 100, limits).finished
     assert not resume_point(tmp_path, 100, {**limits, "max_time_minutes": 40.0}).finished  # a bigger budget continues
     assert "already finished" in resume_point(tmp_path, 100, limits).describe(100)
+
+
+def test_the_manifest_finds_a_missing_truncated_or_changed_file(tmp_path, monkeypatch):
+    import venus_utils.checkpoints as ck
+
+    path = _checkpoint(tmp_path, 6)
+    (path / "weights.bin").write_bytes(b"w" * 3000)
+    (path / "big.bin").write_bytes(b"a" * 3000 + b"b" * 3000 + b"c" * 3000)
+    monkeypatch.setattr(ck, "FULL_HASH_BYTES", 5000)  # big.bin: hashed by its ends only
+    monkeypatch.setattr(ck, "EDGE_BYTES", 1000)
+    write_manifest(path)
+    assert checkpoint_problem(path) is None
+    (path / "big.bin").write_bytes(b"a" * 3000 + b"X" * 3000 + b"c" * 3000)
+    assert checkpoint_problem(path) is None  # a change inside a large file, same size: not looked for (said so)
+    (path / "weights.bin").write_bytes(b"w" * 2999 + b"x")
+    assert "weights.bin: its content changed" in checkpoint_problem(path)
+    (path / "weights.bin").write_bytes(b"w" * 1500)
+    assert checkpoint_problem(path) == "weights.bin: 1500 bytes, 3000 when saved (truncated)"
+    (path / "weights.bin").unlink()
+    assert checkpoint_problem(path) == "weights.bin: missing (saved with 3000 bytes)"
+    said = []
+    assert resume_point(tmp_path, 10, log=said.append).checkpoint is None
+    assert (tmp_path / "damaged" / "checkpoint-6").is_dir() and "weights.bin: missing" in said[0]

@@ -52,3 +52,33 @@ def test_reserved_and_malformed(tmp_path):
 @pytest.mark.parametrize("key", ["max_new_tokens", "tokens_per_turn", "max_tokens", "keyword"])
 def test_ordinary_keys_are_not_mistaken_for_secrets(tmp_path, key):
     load_profile(write(tmp_path, f"01_clean:\n  {key}: 5\n"))
+
+
+def test_a_profile_file_that_cannot_be_read_is_named(tmp_path):
+    with pytest.raises(ConfigError, match=r"is a folder, not a profile file"):
+        load_profile(tmp_path)
+    utf16 = tmp_path / "utf16.yaml"
+    utf16.write_text("seed: 1\n", encoding="utf-16")
+    with pytest.raises(ConfigError, match=r"utf16.yaml: UTF-16 text; save the profile as UTF-8"):
+        load_profile(utf16)
+    latin1 = tmp_path / "latin1.yaml"
+    latin1.write_bytes("seed: 1\nnote: caf\xe9\n".encode("latin-1"))
+    with pytest.raises(ConfigError, match=r"not UTF-8 text \(byte 0xe9 on line 2\); save the profile as UTF-8"):
+        load_profile(latin1)
+    bom = tmp_path / "bom.yaml"
+    bom.write_text("seed: 1\n", encoding="utf-8-sig")  # a UTF-8 byte-order mark is fine
+    assert load_profile(bom).shared == {"seed": 1}
+
+
+def test_duplicate_keys_are_refused_with_both_lines(tmp_path):
+    with pytest.raises(ConfigError, match=r"key '01_clean' appears twice, on lines 1 and 3"):
+        load_profile(write(tmp_path, "01_clean:\n  k: 1\n01_clean:\n  k: 2\n"))
+    with pytest.raises(ConfigError, match=r"key 'seed' appears twice, on lines 1 and 2"):
+        load_profile(write(tmp_path, "seed: 1\nseed: 2\n"))
+
+
+@pytest.mark.parametrize("raw", [".nan", ".inf", "-.inf", "1.0e+400", "[1.0, .nan]"])
+def test_numbers_must_be_finite(tmp_path, raw):
+    prof = load_profile(write(tmp_path, f"01_clean:\n  k: {raw}\n"))
+    with pytest.raises(ConfigError, match=r"'k(\[1\])?' must be a finite number"):
+        notebook_params(prof, "01_clean", {"k": [0.5] if raw.startswith("[") else 0.5})

@@ -12,34 +12,158 @@ one when run again.  Two things can go wrong with the Trainer's own behaviour, a
   checking the step count).  :func:`resume_point` says when the newest checkpoint already finished the run (its step
   reached ``max_steps``, or :func:`mark_finished` recorded a run that ended by its time or epoch limit with the same
   limits), so the stage skips training and says so.
+- **A damaged file** in a checkpoint (a truncated ``model.safetensors`` or ``optimizer.pt``: a disk that filled up
+  under another program, a copy that stopped) made the resume fail deep inside the Trainer.  Each checkpoint
+  records its files (:data:`MANIFEST`: sizes and hashes, :func:`write_manifest`) as the last step of its save, and
+  :func:`checkpoint_problem` checks them (checkpoints of older code, without a manifest: the safetensors headers,
+  the torch zip archives and the JSON files are read); :func:`discard_incomplete` moves a damaged checkpoint aside
+  into ``damaged/`` with a message naming it and the file, and the resume continues from the newest intact one.
+- **A full disk** during a save is reported as such (:func:`venus_utils.io.explain_disk_full`), the partial save
+  removed and the earlier checkpoints left intact.
 """
 
 from __future__ import annotations
 
+import errno
+import hashlib
 import json
 import os
 import shutil
+import struct
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .io import read_json, write_json
+from .io import explain_disk_full, folder_bytes, read_json, write_json
 
 PREFIX = "checkpoint-"
 STAGING = ".saving"
+DAMAGED = "damaged"  # damaged checkpoints are moved into <folder>/damaged/ (kept for the user, out of the resume)
 FINISHED = "finished.json"
 TRAINER_STATE = "trainer_state.json"  # the Trainer writes it after the weights, optimizer and RNG states
 RESUME_SETTINGS = "resume_settings.json"
+MANIFEST = "checkpoint_manifest.json"  # written last into each checkpoint: its files' sizes and hashes
+FULL_HASH_BYTES = 64 * 2**20  # files up to this size are hashed whole; larger ones by their size, first and last MiB
+EDGE_BYTES = 2**20
+
+
+def _digest(path: Path, size: int) -> str:
+    """sha256 of the file (files up to :data:`FULL_HASH_BYTES`), or of its first and last :data:`EDGE_BYTES`
+    (larger ones: a multi-GB weight or optimizer file is checked by its size and ends, not read whole on every
+    resume, so a change inside it that keeps the size goes unnoticed)."""
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        if size <= FULL_HASH_BYTES:
+            for block in iter(lambda: fh.read(EDGE_BYTES), b""):
+                h.update(block)
+        else:
+            h.update(fh.read(EDGE_BYTES))
+            fh.seek(size - EDGE_BYTES)
+            h.update(fh.read(EDGE_BYTES))
+    return ("sha256:" if size <= FULL_HASH_BYTES else "sha256-ends:") + h.hexdigest()
+
+
+def _files(path: Path) -> list[Path]:
+    return sorted(p for p in path.rglob("*") if p.is_file() and p.name != MANIFEST)
+
+
+def write_manifest(path: str | Path) -> Path:
+    """Record the files of the checkpoint ``path`` (relative name -> size and hash, :func:`_digest`) in
+    :data:`MANIFEST`, which :func:`checkpoint_problem` checks before a resume."""
+    path = Path(path)
+    files = {}
+    for f in _files(path):
+        size = f.stat().st_size
+        files[f.relative_to(path).as_posix()] = {"bytes": size, "hash": _digest(f, size)}
+    return write_json(path / MANIFEST, {"version": 1, "files": files})
+
+
+def _safetensors_problem(path: Path, size: int) -> str | None:
+    """What is wrong with a safetensors file: its header must be whole and its tensors must end where the file does."""
+    try:
+        with path.open("rb") as fh:
+            (n,) = struct.unpack("<Q", fh.read(8))
+            if 8 + n > size:
+                return f"{size} bytes, shorter than its header ({n} bytes): truncated"
+            header = json.loads(fh.read(n))
+    except (OSError, ValueError, struct.error) as exc:
+        return f"unreadable safetensors header ({exc})"
+    ends = [v["data_offsets"][1] for k, v in header.items() if k != "__metadata__" and isinstance(v, dict)]
+    expected = 8 + n + max(ends, default=0)
+    if size != expected:
+        return f"{size} bytes, its header says {expected}: {'truncated' if size < expected else 'damaged'}"
+    return None
+
+
+def _file_problem(path: Path) -> str | None:
+    """What is wrong with one file of a checkpoint that has no manifest (older code), by its format."""
+    size = path.stat().st_size
+    if path.suffix == ".safetensors":
+        return _safetensors_problem(path, size)
+    if path.suffix in (".pt", ".pth", ".bin"):
+        with path.open("rb") as fh:
+            if fh.read(4) != b"PK\x03\x04":
+                return None  # torch's legacy (pre-1.6) format, or not torch's: nothing to check
+        try:
+            with zipfile.ZipFile(path) as zf:
+                last = max((i.header_offset + i.compress_size for i in zf.infolist()), default=0)
+        except (OSError, zipfile.BadZipFile, ValueError) as exc:
+            return f"{size} bytes, not a whole torch archive ({exc}): truncated or damaged"
+        return None if last <= size else f"{size} bytes, its archive says at least {last}: truncated"
+    if path.suffix == ".json":
+        try:
+            json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            return f"not valid JSON ({exc})"
+    return None
+
+
+def checkpoint_problem(path: str | Path) -> str | None:
+    """What keeps ``path`` from being a whole, loadable checkpoint, or None when it is one.
+
+    Its trainer state (written last by the Trainer) must read as JSON; then, where the save recorded its files
+    (:data:`MANIFEST`), every file must be there with the recorded size and hash (:func:`_digest`); without a
+    manifest (checkpoints of older code) the safetensors files must be as long as their headers say, the torch
+    files whole zip archives and the JSON files valid.  The answer starts with ``incomplete`` (an interrupted save)
+    or names the damaged file.
+    """
+    path = Path(path)
+    try:
+        state = json.loads((path / TRAINER_STATE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        state = None
+    if not (isinstance(state, dict) and "global_step" in state):
+        return f"incomplete checkpoint (no readable {TRAINER_STATE}; the save was interrupted)"
+    manifest = path / MANIFEST
+    if manifest.exists():
+        try:
+            files = json.loads(manifest.read_text(encoding="utf-8"))["files"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            return f"{MANIFEST}: unreadable ({exc})"
+        for name, want in files.items():
+            f = path / name
+            try:
+                size = f.stat().st_size
+            except OSError:
+                return f"{name}: missing (saved with {want['bytes']} bytes)"
+            if size != want["bytes"]:
+                cut = "truncated" if size < want["bytes"] else "damaged"
+                return f"{name}: {size} bytes, {want['bytes']} when saved ({cut})"
+            if _digest(f, size) != want["hash"]:
+                return f"{name}: its content changed since it was saved (hash differs): damaged"
+        return None
+    for f in _files(path):
+        problem = _file_problem(f)
+        if problem:
+            return f"{f.relative_to(path).as_posix()}: {problem}"
+    return None
 
 
 def is_complete(path: str | Path) -> bool:
-    """Whether ``path`` is a whole checkpoint: its trainer state (written last) is there and reads as JSON."""
-    try:
-        state = json.loads((Path(path) / TRAINER_STATE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return isinstance(state, dict) and "global_step" in state
+    """Whether ``path`` is a whole checkpoint that loads (:func:`checkpoint_problem` finds nothing)."""
+    return checkpoint_problem(path) is None
 
 
 def checkpoints(folder: str | Path, complete_only: bool = True) -> list[tuple[int, Path]]:
@@ -51,8 +175,12 @@ def checkpoints(folder: str | Path, complete_only: bool = True) -> list[tuple[in
 
 
 def discard_incomplete(folder: str | Path, log: Callable[[str], Any] = print) -> list[Path]:
-    """Remove the leftovers of interrupted saves in ``folder`` (the ``.saving`` staging area and any
-    ``checkpoint-N`` without a readable trainer state), reporting each; returns what was removed."""
+    """Take out of the resume what in ``folder`` cannot be resumed from, reporting each; returns what went.
+
+    The leftovers of interrupted saves (the ``.saving`` staging area, a ``checkpoint-N`` without a readable trainer
+    state) are removed.  A ``checkpoint-N`` with a damaged file (:func:`checkpoint_problem`) is moved into
+    ``<folder>/damaged/`` (kept: it may be all that is left of a long run), and the message names it and the file.
+    """
     folder = Path(folder)
     removed = []
     staging = folder / STAGING
@@ -61,14 +189,31 @@ def discard_incomplete(folder: str | Path, log: Callable[[str], Any] = print) ->
         removed.append(staging)
         log(f"[resume] removed {staging}: a save that was interrupted before it completed")
     for _step, path in checkpoints(folder, complete_only=False):
-        if not is_complete(path):
+        problem = checkpoint_problem(path)
+        if problem is None:
+            continue
+        removed.append(path)
+        if problem.startswith("incomplete"):
             shutil.rmtree(path, ignore_errors=True)
-            removed.append(path)
-            log(
-                f"[resume] skipped and removed {path}: an incomplete checkpoint (no readable {TRAINER_STATE}; "
-                "the save was interrupted)"
-            )
+            log(f"[resume] skipped and removed {path}: an {problem}")
+            continue
+        aside = _aside(folder / DAMAGED / path.name)
+        aside.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(path, aside)
+        log(
+            f"[resume] skipped {path}: a damaged checkpoint ({problem}); moved it to {aside} (delete it when you no "
+            "longer need it); resuming from the newest intact checkpoint"
+        )
     return removed
+
+
+def _aside(path: Path) -> Path:
+    """``path``, or ``path.2``, ``path.3``... : the first that does not exist."""
+    n, candidate = 1, path
+    while candidate.exists():
+        n += 1
+        candidate = path.with_name(f"{path.name}.{n}")
+    return candidate
 
 
 def guard_resume(
@@ -178,6 +323,9 @@ class AtomicCheckpoints:
     The Trainer writes the checkpoint under ``<output_dir>/.saving/`` (every process that writes a part of it, for
     sharded engines), then the main process renames it into ``<output_dir>`` and applies ``save_total_limit``.
     Whatever the Trainer drops beside the checkpoint in the staging folder (TRL's generated model card) goes with it.
+    The last file written before the rename is the checkpoint's :data:`MANIFEST` (:func:`write_manifest`).  A save
+    that fails for lack of space says so (:func:`venus_utils.io.explain_disk_full`: the checkpoint, the bytes it
+    needs, the bytes free) and its partial files are removed; the earlier checkpoints are untouched.
     """
 
     def _save_checkpoint(self, model, trial):
@@ -192,11 +340,20 @@ class AtomicCheckpoints:
         self.accelerator.wait_for_everyone()
         original = self.args.output_dir
         self.args.output_dir = str(staging)
+        advice = f"the partial save was removed and the earlier checkpoints in {root} are intact: free some space and "
+        advice += "run again to resume"
         try:
-            super()._save_checkpoint(model, trial)
+            with explain_disk_full(root / name, lambda: self._estimated_checkpoint_bytes(root), advice):
+                super()._save_checkpoint(model, trial)
+                self.accelerator.wait_for_everyone()
+                if self.args.should_save:
+                    write_manifest(staging / name)  # the last file: the checkpoint is whole from here on
+        except OSError as exc:
+            if self.args.should_save and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                shutil.rmtree(staging, ignore_errors=True)  # give the space back at once
+            raise
         finally:
             self.args.output_dir = original
-        self.accelerator.wait_for_everyone()
         if self.args.should_save:
             target = root / name
             if target.exists():  # a run that trains past this step again (after a discarded checkpoint)
@@ -210,6 +367,17 @@ class AtomicCheckpoints:
                 use_mtime=False,
             )
         self.accelerator.wait_for_everyone()
+
+    def _estimated_checkpoint_bytes(self, root: Path) -> int:
+        """About the size of a checkpoint: the newest one in ``root``, or the model's and optimizer's tensors."""
+        found = checkpoints(root, complete_only=False)
+        if found:
+            return folder_bytes(found[-1][1])
+        total = sum(p.numel() * p.element_size() for p in self.model.parameters())
+        optimizer = getattr(self, "optimizer", None)
+        for state in optimizer.state.values() if optimizer is not None else ():
+            total += sum(v.numel() * v.element_size() for v in state.values() if hasattr(v, "element_size"))
+        return total
 
 
 def prepare_resume(

@@ -13,6 +13,9 @@ Python programs, so any launcher runs them unchanged::
 Every process runs the whole script; the main process (``RANK`` 0) alone writes the stage's shared files
 (:mod:`venus_utils.distributed`).  :func:`parse_shard` reads the ``I/N`` shard arguments of the cleaner and the
 evaluation.
+
+An argument that cannot be used (``--params`` naming a folder or a UTF-16 file, ``--out`` naming a file, a ``--set``
+value that is not YAML) is one line naming it (:class:`UsageError`) and exit code 2, never a traceback.
 """
 
 from __future__ import annotations
@@ -28,15 +31,47 @@ import yaml
 from .paths import NOTEBOOKS_DIR
 from .profiles import (
     ConfigError,
+    DuplicateKeyError,
+    Profile,
+    ProfileFileError,
+    check_settings,
     check_shared_keys,
     check_stage_values,
     check_values,
     discover_notebooks,
     load_profile,
+    load_yaml,
     notebook_defaults,
     notebook_params,
+    yaml_problem,
 )
-from .stage import StageMissing
+from .stage import StageMissing, resolve_run_dir
+
+
+class UsageError(ConfigError):
+    """A command-line argument that cannot be used; the message starts with the argument (``--params X: ...``)."""
+
+
+def profile_argument(value: str | Path) -> Profile:
+    """The profile that ``--params`` names; a file that cannot be read (missing, a folder, not UTF-8) is a
+    :class:`UsageError` naming ``--params``, a file whose content is wrong a :class:`ConfigError`."""
+    try:
+        return load_profile(value)
+    except ProfileFileError as exc:
+        raise UsageError(f"--params {value}: {exc.problem}") from None
+
+
+def folder_argument(option: str, value: str | Path, resolve: Callable[[str | Path], Path] = Path) -> Path:
+    """The folder an ``option`` (``--out``, ``--run-dir``) names, made later if missing, as ``resolve`` finds it
+    (``resolve_run_dir`` for a run folder); a :class:`UsageError` when it, or a folder above it, is a file."""
+    path = resolve(value)
+    for folder in (path, *path.parents):
+        if folder.exists():
+            if not folder.is_dir():
+                problem = "is a file, not a folder" if folder == path else f"{folder} is a file"
+                raise UsageError(f"{option} {value}: {problem}")
+            break
+    return path
 
 
 def parse_shard(shard: str | tuple[int, int], name: str = "shard") -> tuple[int, int]:
@@ -59,8 +94,13 @@ def parse_sets(items: list[str] | None) -> dict[str, Any]:
     for item in items or []:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise ConfigError(f"--set {item!r}: expected key=value")
-        out[key.strip()] = yaml.safe_load(value)
+            raise UsageError(f"--set {item!r}: expected key=value")
+        try:
+            out[key.strip()] = load_yaml(value)
+        except DuplicateKeyError as exc:
+            raise UsageError(f"--set {item!r}: {exc}") from None
+        except yaml.YAMLError as exc:
+            raise UsageError(f"--set {item!r}: not valid YAML ({yaml_problem(exc)})") from None
     return out
 
 
@@ -69,7 +109,7 @@ def stage_params(
 ) -> tuple[dict[str, Any], str]:
     """``(parameters, profile name)`` of ``stage``: notebook defaults < profile < ``sets``.  Unknown keys, values of
     the wrong type or out of range, and missing local paths are errors that name the key, before anything loads."""
-    profile = load_profile(params_path)
+    profile = profile_argument(params_path)
     defaults_by_stage = {nb.stem: notebook_defaults(nb) for nb in discover_notebooks(notebooks_dir)}
     if stage not in defaults_by_stage:
         raise ConfigError(f"{notebooks_dir / (stage + '.ipynb')}: notebook not found")
@@ -82,8 +122,9 @@ def stage_params(
     if unknown:
         raise ConfigError(f"--set {unknown}: not parameters of notebooks/{stage}.ipynb (known: {sorted(params)})")
     check_values(sets, defaults, "--set")
+    check_settings(stage, sets, "--set")
     params.update(sets)
-    check_stage_values(stage, params, f"{profile.path}: {stage}")
+    check_stage_values(stage, params, f"{profile.path}: {stage}" + (f" with --set {', '.join(sets)}" if sets else ""))
     return params, profile.name
 
 
@@ -111,6 +152,10 @@ def run_cli(
     add_common_arguments(sub.add_parser("train", help=f"train the {name} stage of a profile"))
     args = parser.parse_args(argv)
     try:
+        if args.run_dir is not None:
+            folder_argument("--run-dir", args.run_dir, resolve_run_dir)
+        if args.out is not None:
+            folder_argument("--out", args.out, lambda value: Path(value).resolve())  # Stage: from the working folder
         train(args)
     except (ConfigError, StageMissing, FileNotFoundError, ValueError) as exc:
         print(f"{name}: error: {exc}", file=sys.stderr)

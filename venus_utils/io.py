@@ -3,16 +3,22 @@
 Every artifact the recipe writes goes through :func:`atomic_write` (or one of its wrappers): the data is
 written to a temporary file in the destination folder and moved into place with ``os.replace``, so a
 reader never sees a half-written file and a killed run leaves the previous version intact.
+
+A save that fails for lack of space (a full disk, or a quota) is reported as such by every writer here and by
+:func:`explain_disk_full` around other saves (the trainers' checkpoints): ``OSError(ENOSPC, "No space left on
+device: saving <path> needs about N MB, M MB free")`` instead of what the writing library said (PyTorch's
+``basic_ios::clear`` / ``PytorchStreamWriter failed``, safetensors' ``IoError``).  The previous version stays intact.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,11 +38,13 @@ def _umask() -> int:
 
 
 @contextlib.contextmanager
-def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+def atomic_path(path: str | os.PathLike, needed: int | None = None) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; on success it replaces ``path`` atomically.
 
     Use it for writers that want a file name (``pyarrow.parquet.write_table``, ``save_pretrained`` of a
-    single file...).  On an exception the temporary file is removed and ``path`` is left untouched.
+    single file...).  On an exception the temporary file is removed and ``path`` is left untouched; a failure for
+    lack of space is raised as :class:`DiskFull` (``needed``: the bytes to write, when known; else the size of the
+    previous version or of what was written).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -47,9 +55,12 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     try:
         yield tmp_path
         os.replace(tmp_path, path)
-    except BaseException:
+    except BaseException as exc:
+        full = disk_full_error(exc, path, lambda: needed or max(_size(path), _size(tmp_path)))  # before the cleanup
         with contextlib.suppress(FileNotFoundError):
             tmp_path.unlink()
+        if full is not None:
+            raise full from exc
         raise
 
 
@@ -57,7 +68,8 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
 def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary sibling folder; on success it replaces the folder ``path`` (models, adapters, worlds).
 
-    A killed or failed writer leaves the previous folder intact and no half-written one behind.
+    A killed or failed writer leaves the previous folder intact and no half-written one behind; a failure for lack
+    of space is raised as :class:`DiskFull` (the bytes needed: about the previous folder's, or what was written).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -68,15 +80,135 @@ def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
         if path.exists():
             shutil.rmtree(path)
         tmp.rename(path)
-    except BaseException:
+    except BaseException as exc:
+        full = disk_full_error(exc, path, lambda: max(folder_bytes(path), folder_bytes(tmp)))  # before the cleanup
         shutil.rmtree(tmp, ignore_errors=True)
+        if full is not None:
+            raise full from exc
         raise
+
+
+# --------------------------------------------------------------------------------------------------------------
+# A full disk, said so
+
+#: what the writing libraries say when a write found no space (checked in lower case)
+FULL_DISK_TEXTS = ("no space left on device", "storagefull", "os error 28", "code: 28", "errno 28")
+#: what they say when a stream write failed without saying why (PyTorch's zip writer, C++ iostreams)
+STREAM_WRITE_TEXTS = (
+    "basic_ios::clear",
+    "iostream error",
+    "pytorchstreamwriter failed",
+    "file write failed",
+    "unexpected pos",
+)
+#: a failed stream write is taken for a full disk when less than the save's size plus this much is free (the size is
+#: an estimate, and a file system needs room for its own records)
+SLACK_BYTES = 64 * 2**20
+
+
+class DiskFull(OSError):
+    """A save failed for lack of space (``errno`` ENOSPC or EDQUOT); the message names the path and the sizes."""
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def folder_bytes(path: str | os.PathLike) -> int:
+    """Bytes of the files under ``path`` (a file: its size; missing: 0)."""
+    path = Path(path)
+    if not path.is_dir():
+        return _size(path)
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        total += sum(_size(Path(root, f)) for f in files)
+    return total
+
+
+def free_bytes(path: str | os.PathLike) -> int | None:
+    """Free space for an unprivileged writer on the file system of ``path`` (its nearest existing folder)."""
+    path = Path(path).absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    try:
+        return shutil.disk_usage(path).free
+    except OSError:
+        return None
+
+
+def _amount(n: int | None) -> str:
+    """``n`` bytes for a message: ``512 bytes``, ``40.2 kB``, ``3.1 MB``, ``8,046 MB``."""
+    if n is None:
+        return "? MB"
+    if n < 1000:
+        return f"{n} bytes"
+    if n < 100_000:
+        return f"{n / 1e3:.1f} kB"
+    return f"{n / 1e6:.1f} MB" if n < 10e6 else f"{n / 1e6:,.0f} MB"
+
+
+def disk_full_error(
+    exc: BaseException,
+    path: str | os.PathLike,
+    needed: int | Callable[[], int] | None = None,
+    advice: str = "free some space and run again",
+) -> DiskFull | None:
+    """``exc`` (raised while saving ``path``) as a :class:`DiskFull` naming ``path``, the bytes ``needed`` (a number,
+    or a function called only now) and the bytes free; None when ``exc`` is not a full disk.
+
+    A full disk is an ``OSError`` with errno ENOSPC / EDQUOT, an error whose text says so (safetensors:
+    ``IoError(Os { code: 28, kind: StorageFull ...``), or a failed stream write (PyTorch: ``basic_ios::clear``,
+    ``PytorchStreamWriter failed``, ``file write failed``) while less than what the save needs plus
+    :data:`SLACK_BYTES` is free.  Anything else, and an error already explained, is None.
+    """
+    if not isinstance(exc, Exception) or isinstance(exc, DiskFull):
+        return None
+    text = str(exc).lower()
+    code = exc.errno if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT) else None
+    if code is None and any(t in text for t in FULL_DISK_TEXTS):
+        code = errno.ENOSPC
+    stream = code is None and any(t in text for t in STREAM_WRITE_TEXTS)
+    if code is None and not stream:
+        return None
+    try:
+        wanted = int(needed() if callable(needed) else needed or 0)
+    except Exception:  # an estimate only: never hide the error behind another
+        wanted = 0
+    free = free_bytes(path)
+    if stream:
+        if free is None or free >= wanted + SLACK_BYTES:
+            return None  # a stream error with room to spare: something else
+        code = errno.ENOSPC
+    what = "Disk quota exceeded" if code == errno.EDQUOT else "No space left on device"
+    need = f"needs about {_amount(wanted)}" if wanted else "failed"
+    message = f"{what}: saving {os.fspath(path)} {need}, {_amount(free)} free"
+    return DiskFull(code, f"{message}; {advice}" if advice else message)
+
+
+@contextlib.contextmanager
+def explain_disk_full(
+    path: str | os.PathLike,
+    needed: int | Callable[[], int] | None = None,
+    advice: str = "free some space and run again",
+) -> Iterator[None]:
+    """Run a save of ``path`` (``torch.save``, ``save_pretrained``...); a failure for lack of space is raised as
+    :class:`DiskFull` (:func:`disk_full_error`), the original error as its cause; other errors pass unchanged."""
+    try:
+        yield
+    except Exception as exc:
+        full = disk_full_error(exc, path, needed, advice)
+        if full is None:
+            raise
+        raise full from exc
 
 
 def atomic_write(path: str | os.PathLike, data: str | bytes) -> Path:
     """Write text or bytes to ``path`` atomically and return the path."""
     path = Path(path)
-    with atomic_path(path) as tmp:
+    with atomic_path(path, len(data)) as tmp:  # characters: about the bytes
         if isinstance(data, bytes):
             tmp.write_bytes(data)
         else:

@@ -1,17 +1,23 @@
 """Run the numbered notebooks in order with Papermill.
 
-    python -m venus_utils.pipeline --params params/smoke.yaml [--out runs/smoke] [--only 01,03] [--resume]
+    python -m venus_utils.pipeline --params params/smoke.yaml [--out runs/smoke] [--only 01,03] [--resume] [--check]
 
 Each notebook ``notebooks/NN_stage.ipynb`` is executed into ``<out>/NN_stage/NN_stage.ipynb`` with the
 parameters of its profile section (see :mod:`venus_utils.profiles`) plus ``run_dir``, ``stage_dir`` and
 ``profile``.  The run stops at the first failing notebook, naming the notebook and the cell.  With
 ``--resume`` a stage is skipped when its ``summary.json`` is newer than the notebook, the profile file and
-every earlier stage's summary, and its parameters are unchanged.
+every earlier stage's summary, and its parameters are unchanged.  Every value of every section is checked before
+the first notebook starts (:func:`venus_utils.profiles.check_profile`); ``--check`` does only that.
+
+A run holds its run folder and the folders of the stages it runs (:mod:`venus_utils.locks`) before it deletes
+anything: a second pipeline on the same folder, or a stage it runs started by hand meanwhile, is refused at once with
+the holder's pid (:class:`RunFolderInUse`).  The notebooks' kernels share the pipeline's locks.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -22,17 +28,17 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from .cli import UsageError, folder_argument, profile_argument
 from .io import write_json
+from .locks import FolderInUse, release, take
 from .paths import NOTEBOOKS_DIR
 from .profiles import (
     ConfigError,
     Profile,
-    check_shared_keys,
-    check_stage_values,
+    check_profile,
     discover_notebooks,
     load_profile,
     notebook_defaults,
-    notebook_params,
 )
 from .stage import SUMMARY, resolve_run_dir
 
@@ -41,6 +47,31 @@ PARAMS_RECORD = ".params.json"
 
 class StageFailed(RuntimeError):
     """A notebook raised; the message names the notebook, the cell and the error."""
+
+
+class RunFolderInUse(ConfigError, FolderInUse):
+    """Another live run holds the run folder or one of the stage folders; the message names its pid."""
+
+
+@contextlib.contextmanager
+def _holding(run_dir: Path, stage_dirs: list[Path]):
+    """Hold ``run_dir`` and the existing ones of ``stage_dirs`` for this run (:func:`venus_utils.locks.take`);
+    yields ``hold(stage_dir)``, which holds a stage folder before the stage runs (one that did not exist yet: a
+    stage folder is made only when the stage runs, and nobody can hold a folder that does not exist)."""
+    hint = "or run this one in another run folder (--out)"
+    with contextlib.ExitStack() as stack:
+
+        def hold(folder: Path) -> None:
+            try:
+                lock, new = take(folder, "pipeline run", hint=hint, log=tqdm.write)
+            except FolderInUse as exc:
+                raise RunFolderInUse(str(exc), exc.holder) from None
+            if new:
+                stack.callback(release, lock)
+
+        for folder in (run_dir, *(d for d in stage_dirs if d.is_dir())):
+            hold(folder)
+        yield hold
 
 
 @dataclass
@@ -131,59 +162,62 @@ def run_pipeline(
         raise ConfigError(f"no numbered notebooks found in {notebooks_dir}")
     chosen = select(all_notebooks, only)
 
-    # Resolve and check every stage's parameters (keys, types, ranges, local paths) before running anything, so a
-    # typo fails in seconds, not after an hour of training.
+    # Resolve and check every value of every section (keys, types, ranges, choices; local paths of the stages that
+    # run) before running anything, so a typo fails in seconds, not after an hour of training.
     defaults_by_stage = {nb.stem: notebook_defaults(nb) for nb in all_notebooks}
-    check_shared_keys(profile, defaults_by_stage)
+    params_by_stage = check_profile(profile, defaults_by_stage, paths_for={nb.stem for nb in chosen})
     plans = []
     for nb in chosen:
         defaults = defaults_by_stage[nb.stem]
-        params = notebook_params(profile, nb.stem, defaults)
-        check_stage_values(nb.stem, {**defaults, **params}, f"{profile.path}: {nb.stem}")
+        params = params_by_stage[nb.stem]
         stage_dir = run_dir / nb.stem
         injected = {"run_dir": str(run_dir), "stage_dir": str(stage_dir), "profile": profile.name}
         params.update({k: v for k, v in injected.items() if k in defaults})
         plans.append((nb, stage_dir, params))
 
-    results: list[StageResult] = []
-    bar = tqdm(plans, desc=f"pipeline [{profile.name}]", unit="stage", disable=not progress)
-    for nb, stage_dir, params in bar:
-        bar.set_postfix_str(nb.stem)
-        earlier = [run_dir / other.stem for other in all_notebooks if other.stem < nb.stem]
-        output = stage_dir / nb.name
-        if resume and is_up_to_date(stage_dir, nb, Path(params_path), earlier, params):
-            results.append(StageResult(nb.stem, "skipped", 0.0, output))
-            tqdm.write(f"[skip] {nb.stem}: outputs are up to date")
-            continue
-        stage_dir.mkdir(parents=True, exist_ok=True)
-        # A stale summary must not survive a failed re-run.
-        (stage_dir / SUMMARY).unlink(missing_ok=True)
-        (stage_dir / PARAMS_RECORD).unlink(missing_ok=True)
-        t0 = time.perf_counter()
-        try:
-            papermill.execute_notebook(
-                str(nb),
-                str(output),
-                parameters=params,
-                kernel_name=kernel_name,
-                cwd=str(stage_dir),
-                progress_bar=False,
-                log_output=log_output,
+    # Held before anything is deleted: a second run on this folder is refused here, at once.
+    with _holding(run_dir, [stage_dir for _, stage_dir, _ in plans]) as hold:
+        results: list[StageResult] = []
+        bar = tqdm(plans, desc=f"pipeline [{profile.name}]", unit="stage", disable=not progress)
+        for nb, stage_dir, params in bar:
+            bar.set_postfix_str(nb.stem)
+            earlier = [run_dir / other.stem for other in all_notebooks if other.stem < nb.stem]
+            output = stage_dir / nb.name
+            if resume and is_up_to_date(stage_dir, nb, Path(params_path), earlier, params):
+                results.append(StageResult(nb.stem, "skipped", 0.0, output))
+                tqdm.write(f"[skip] {nb.stem}: outputs are up to date")
+                continue
+            hold(stage_dir)  # makes it; the notebook's kernel shares the lock
+            # A stale summary must not survive a failed re-run.
+            (stage_dir / SUMMARY).unlink(missing_ok=True)
+            (stage_dir / PARAMS_RECORD).unlink(missing_ok=True)
+            t0 = time.perf_counter()
+            try:
+                papermill.execute_notebook(
+                    str(nb),
+                    str(output),
+                    parameters=params,
+                    kernel_name=kernel_name,
+                    cwd=str(stage_dir),
+                    progress_bar=False,
+                    log_output=log_output,
+                )
+            except Exception as exc:  # PapermillExecutionError and kernel start-up failures alike
+                raise StageFailed(_failure_message(nb, output, exc)) from exc
+            if not (stage_dir / SUMMARY).exists():
+                raise StageFailed(
+                    f"notebook {nb.name} ran but wrote no {SUMMARY} in {stage_dir} (call stage.finish())"
+                )
+            write_json(stage_dir / PARAMS_RECORD, {"digest": _params_digest(params), "params": params})
+            seconds = time.perf_counter() - t0
+            results.append(StageResult(nb.stem, "ran", seconds, output))
+            tqdm.write(f"[done] {nb.stem} in {seconds:.1f}s -> {stage_dir}")
+        for stale in stale_stages(run_dir, all_notebooks, results):
+            tqdm.write(
+                f"[stale] {stale}: made from earlier outputs that this run replaced; rerun it "
+                f"(--only {stale[:2]}, or --resume without --only)"
             )
-        except Exception as exc:  # PapermillExecutionError and kernel start-up failures alike
-            raise StageFailed(_failure_message(nb, output, exc)) from exc
-        if not (stage_dir / SUMMARY).exists():
-            raise StageFailed(f"notebook {nb.name} ran but wrote no {SUMMARY} in {stage_dir} (call stage.finish())")
-        write_json(stage_dir / PARAMS_RECORD, {"digest": _params_digest(params), "params": params})
-        seconds = time.perf_counter() - t0
-        results.append(StageResult(nb.stem, "ran", seconds, output))
-        tqdm.write(f"[done] {nb.stem} in {seconds:.1f}s -> {stage_dir}")
-    for stale in stale_stages(run_dir, all_notebooks, results):
-        tqdm.write(
-            f"[stale] {stale}: made from earlier outputs that this run replaced; rerun it "
-            f"(--only {stale[:2]}, or --resume without --only)"
-        )
-    return results
+        return results
 
 
 def stale_stages(run_dir: Path, notebooks: list[Path], results: list[StageResult]) -> list[str]:
@@ -208,18 +242,37 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resume", action="store_true", help="skip stages whose outputs are up to date")
     parser.add_argument("--kernel", default="python3", help="Jupyter kernel name (default python3)")
     parser.add_argument("--log-output", action="store_true", help="stream notebook output to this terminal")
+    parser.add_argument(
+        "--check", action="store_true", help="check every setting of every section of the profile, run nothing"
+    )
     args = parser.parse_args(argv)
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    # An argument that cannot be used is one line naming it (exit 2); a profile whose content is wrong stops the
+    # pipeline (exit 1); neither is a traceback.
     try:
+        profile = profile_argument(args.params)
+        if args.out is not None:
+            folder_argument("--out", args.out, resolve_run_dir)
+        else:
+            folder_argument("run folder", f"runs/{profile.name}", resolve_run_dir)
+        if args.check:
+            notebooks = discover_notebooks()
+            chosen = {nb.stem for nb in select(notebooks, args.only)}
+            check_profile(profile, {nb.stem: notebook_defaults(nb) for nb in notebooks}, paths_for=chosen)
+            print(f"{args.params}: every setting of every section is valid ({len(notebooks)} notebooks); nothing ran")
+            return 0
         results = run_pipeline(
             args.params, args.out, args.only, args.resume, kernel_name=args.kernel, log_output=args.log_output
         )
+    except UsageError as exc:
+        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+        return 2
     except (ConfigError, StageFailed) as exc:
         print(f"pipeline stopped: {exc}", file=sys.stderr)
         return 1
     ran = sum(r.status == "ran" for r in results)
     print(f"pipeline finished: {ran} stage(s) ran, {len(results) - ran} skipped")
-    run_dir = resolve_run_dir(args.out or f"runs/{load_profile(args.params).name}").resolve()
+    run_dir = resolve_run_dir(args.out or f"runs/{profile.name}").resolve()
     stale = stale_stages(run_dir, discover_notebooks(), results)
     if stale:
         print(f"stale stages (made from outputs this run replaced): {', '.join(stale)}")

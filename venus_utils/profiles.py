@@ -14,6 +14,12 @@ look like secrets (``api_key``, ``*_token``, ``password``...) are refused: API k
 environment or a ``.env`` file (see :mod:`venus_utils.env`), never from parameters, so they never end up
 in executed notebooks.
 
+Every value of every section, and every shared key, is checked before the first notebook starts
+(:func:`check_profile`, ``python -m venus_utils.pipeline --params ... --check``): its type (like the notebook's
+default), finite numbers, ranges, allowed words and nested keys (:data:`PARAMETERS`, and the configs the stages build,
+:data:`STAGE_CONFIGS`), each message naming the file, the section and the key.  A key set twice in the file is refused
+(:class:`UniqueKeyLoader`), naming both lines.
+
 A notebook run by hand takes a profile too: with ``profile = "cpu"`` in its parameters cell, the cell after the
 install cell, ``apply_profile(globals(), "<stage>")``, sets what the pipeline would inject (see :func:`apply_profile`).
 """
@@ -24,6 +30,7 @@ import ast
 import difflib
 import importlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -31,7 +38,18 @@ from typing import Any
 import yaml
 
 from .paths import NOTEBOOKS_DIR, PARAMS_DIR
-from .validation import check_like_default
+from .protocol import SYSTEM_PROMPT_STYLES
+from .validation import (
+    AT_LEAST_1,
+    DEVICES,
+    NON_NEGATIVE,
+    POSITIVE,
+    PROPER_FRACTION,
+    SEED,
+    Range,
+    Setting,
+    check_like_default,
+)
 
 STAGE_RE = re.compile(r"^\d\d_[a-z0-9_]+$")
 SECRET_RE = re.compile(
@@ -69,14 +87,105 @@ def _check_secrets(path: Path, mapping: dict[str, Any], where: str) -> None:
             _check_secrets(path, value, f"{where}{key}.")
 
 
+class ProfileFileError(ConfigError):
+    """The profile file itself cannot be read (missing, a folder, not UTF-8 text): the command lines name their
+    ``--params`` argument.  ``problem`` is the message without the path."""
+
+    def __init__(self, path: Path, problem: str):
+        self.path, self.problem = path, problem
+        super().__init__(f"{path}: {problem}")
+
+
+class DuplicateKeyError(ValueError):
+    """A YAML mapping that sets a key twice (``key`` names it with its parents, ``lines`` are 1-based)."""
+
+    def __init__(self, key: str, lines: tuple[int, int]):
+        self.key, self.lines = key, lines
+        super().__init__(f"key '{key}' appears twice, on lines {lines[0]} and {lines[1]}")
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a mapping setting a key twice (PyYAML keeps the last value silently: a second
+    ``03_sft_unsloth:`` section would replace the first), with :class:`DuplicateKeyError`.  Keys brought in by a merge
+    (``<<: *base``) may be set again: that is what a merge is for."""
+
+    def construct_document(self, node):
+        self._refuse_duplicate_keys(node, "", set())  # on the document as written, before merges are flattened
+        return super().construct_document(node)
+
+    def _refuse_duplicate_keys(self, node: yaml.Node, prefix: str, visited: set[int]) -> None:
+        if id(node) in visited:  # an alias: its anchor was checked where it stands
+            return
+        visited.add(id(node))
+        if isinstance(node, yaml.SequenceNode):
+            for item in node.value:
+                self._refuse_duplicate_keys(item, prefix, visited)
+            return
+        if not isinstance(node, yaml.MappingNode):
+            return
+        lines: dict[Any, int] = {}
+        for key_node, value_node in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(key_node, yaml.ScalarNode):
+                self._refuse_duplicate_keys(value_node, prefix, visited)
+                continue
+            key, line = self.construct_object(key_node), key_node.start_mark.line + 1
+            if key in lines:
+                raise DuplicateKeyError(f"{prefix}{key}", (lines[key], line))
+            lines[key] = line
+            self._refuse_duplicate_keys(value_node, f"{prefix}{key}.", visited)
+
+
+def yaml_problem(exc: yaml.YAMLError) -> str:
+    """A YAML error in one line: ``line L, column C: what is wrong`` (PyYAML's own text spans several lines)."""
+
+    def at(mark) -> str:
+        return f"line {mark.line + 1}, column {mark.column + 1}"
+
+    mark, context, context_mark = (getattr(exc, k, None) for k in ("problem_mark", "context", "context_mark"))
+    text = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    if mark is not None:
+        text = f"{at(mark)}: {text}"
+    if context:
+        text += f" ({context}" + (f" at {at(context_mark)})" if context_mark is not None else ")")
+    return " ".join(text.split())
+
+
+def load_yaml(text: str) -> Any:
+    """``yaml.safe_load(text)`` that refuses duplicate keys (:class:`UniqueKeyLoader`); profiles and ``--set`` values
+    are read with it."""
+    return yaml.load(text, Loader=UniqueKeyLoader)  # noqa: S506 - UniqueKeyLoader is a SafeLoader
+
+
+def read_profile_text(path: Path) -> str:
+    """The text of a profile file; :class:`ProfileFileError` when there is none to read or it is not UTF-8."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise ProfileFileError(path, "profile file not found") from None
+    except IsADirectoryError:
+        raise ProfileFileError(path, "is a folder, not a profile file") from None
+    except OSError as exc:
+        raise ProfileFileError(path, f"cannot be read ({exc.strerror or exc})") from None
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise ProfileFileError(path, "UTF-16 text; save the profile as UTF-8")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise ProfileFileError(
+            path, f"not UTF-8 text (byte 0x{data[exc.start]:02x} on line {line}); save the profile as UTF-8"
+        ) from None
+
+
 def load_profile(path: str | Path) -> Profile:
     path = Path(path)
+    text = read_profile_text(path)
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: profile file not found") from None
+        raw = load_yaml(text)
+    except DuplicateKeyError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML ({exc})") from None
+        raise ConfigError(f"{path}: not valid YAML ({yaml_problem(exc)})") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level, got {type(raw).__name__}")
     _check_secrets(path, raw, "")
@@ -167,31 +276,285 @@ def check_shared_keys(profile: Profile, defaults_by_stage: dict[str, dict[str, A
         )
 
 
-#: Stages whose parameters build a config dataclass; building it checks types and ranges (``RANGES``) in seconds.
-STAGE_CONFIGS = {
-    "03_sft_unsloth": ("venus_utils.sft.config", "SFTConfig"),
-    "04_igpo_rl": ("venus_utils.rl.config", "IGPOConfig"),
+# --- every value checked before any kernel starts ------------------------------------------------------------------
+
+
+def _attr(module: str, name: str) -> Any:
+    """``module.name``, imported when a stage's values are checked rather than with this module: the stage modules
+    load the stage's libraries (torch, pyarrow, transformers...) and some import this module back (``rl.questions``,
+    ``eval.heldout``)."""
+    return getattr(importlib.import_module(module), name)
+
+
+def _lazy(module: str, name: str) -> Callable[[], Any]:
+    return lambda: _attr(module, name)
+
+
+_FLAG = Setting(bool)
+_COUNT = Setting(int, NON_NEGATIVE)
+_AT_LEAST_ONE = Setting(int, AT_LEAST_1)
+_PATH = Setting(str | None)  # a file, folder or hub name; None: the stage's default (see PATH_KEYS)
+_JUDGE = Setting(str, choices=_lazy("venus_utils.eval.judge", "KINDS"))  # what Judge.from_env takes
+
+#: The notebook parameters that no config class holds, by stage ("*": in whichever notebook declares them): type,
+#: range and choices, each list read from the module that uses it.  A parameter that a config class holds is checked
+#: by building that class (:data:`STAGE_CONFIGS`); ``tests/test_settings_validation.py`` checks that every parameter
+#: of every notebook is one or the other.
+PARAMETERS: dict[str, dict[str, Setting]] = {
+    "*": {
+        "seed": Setting(int, SEED),
+        "offline": _FLAG,
+        "device": Setting(str, choices=DEVICES),
+        "system_prompt_style": Setting(str, choices=SYSTEM_PROMPT_STYLES),
+        "heldout_n": _COUNT,
+        "interactive": _FLAG,
+    },
+    "00_setup": {
+        "world_size": Setting(str, choices=_lazy("venus_utils.world.graph", "SIZES")),
+        "build_assets": _FLAG,
+        "world_knobs": Setting(dict),  # its keys and values: WorldConfig (STAGE_CONFIGS)
+        "tiny_model_size": Setting(str, choices=_lazy("venus_utils.modeling.model", "SIZES")),
+        "tokenizer_vocab_size": Setting(int, lambda: Range(_attr("venus_utils.modeling.tokenizer", "MIN_VOCAB_SIZE"))),
+    },
+    "01_trajectory_cleaning": {  # and CleanConfig (STAGE_CONFIGS)
+        "input": _PATH,
+        "file_pattern": Setting(str),
+        "current_date": Setting(str | None),
+        "compat": Setting(str, choices=_lazy("venus_utils.data.rules", "MODES")),
+        "compare_reference": _FLAG,
+        "judge": Setting(str),
+        "tokenizer": _PATH,
+        "max_tokens": Setting(int | None, AT_LEAST_1),
+        "workers": _COUNT,
+        "example_rows": _AT_LEAST_ONE,
+    },
+    "02_turn_aware_resampling": {  # and ResamplePolicy (STAGE_CONFIGS)
+        "short_max_turns": _COUNT,
+        "medium_max_turns": _COUNT,
+        "short_multiplier": _COUNT,
+        "medium_multiplier": _COUNT,
+        "long_multiplier": _COUNT,
+        "val_fraction": Setting(float, PROPER_FRACTION),
+        "shuffle": _FLAG,
+        "what_if_short": Setting(list, NON_NEGATIVE),
+        "what_if_medium": Setting(list, NON_NEGATIVE),
+        "what_if_long": Setting(list, NON_NEGATIVE),
+    },
+    "03_sft_unsloth": {  # the training settings: SFTConfig (STAGE_CONFIGS)
+        "base_model": _PATH,
+        "val_rows_limit": Setting(int | None, NON_NEGATIVE),
+        "heldout_n_before": _COUNT,
+        "judge_kind": _JUDGE,
+        "eval_max_turns": _AT_LEAST_ONE,
+        "eval_max_new_tokens": _AT_LEAST_ONE,
+        "curve_checkpoints": _COUNT,
+        "curve_rows": _COUNT,
+        "export_gguf": _FLAG,
+        "num_processes": _AT_LEAST_ONE,
+    },
+    "04_igpo_rl": {  # the training settings: IGPOConfig (STAGE_CONFIGS)
+        "max_time_minutes": Setting(float | None, POSITIVE),
+        "search_cost": Setting(float),
+        "train_questions": Setting(int | None, AT_LEAST_1),
+        "filter_samples": Setting(int | None, NON_NEGATIVE),
+        "judge": _JUDGE,
+        "train_qa": _PATH,
+        "heldout_qa": _PATH,
+        "example_rollout": Setting(str),
+        "example_max_tokens": _AT_LEAST_ONE,
+    },
+    "05_evaluation": {  # and AgentConfig (STAGE_CONFIGS)
+        "qa_file": _PATH,
+        "benchmark": Setting(str | None, choices=_lazy("venus_utils.eval.loaders", "BENCHMARK_LOADERS")),
+        "questions_per_source": Setting(int | None, AT_LEAST_1),
+        "samples": _AT_LEAST_ONE,
+        "model": Setting(str),
+        "max_turns": _AT_LEAST_ONE,
+        "tokens_per_turn": _AT_LEAST_ONE,
+        "temperature": Setting(float, NON_NEGATIVE),
+        "workers": _AT_LEAST_ONE,
+        "judge_kind": _JUDGE,
+    },
+    "06_agent_demo": {  # and DemoSettings (STAGE_CONFIGS)
+        "question": Setting(str | None),
+        "model": Setting(str),
+        "max_turns": Setting(int, lambda: Range(1, _attr("venus_utils.demo.runs", "MAX_STEPS_LIMIT"))),
+        "tokens_per_turn": Setting(int, lambda: Range(*_attr("venus_utils.demo.runs", "MAX_NEW_TOKENS_RANGE"))),
+        "replay": Setting(str | None),
+        "replay_steps": Setting(int | None, NON_NEGATIVE),
+    },
+}
+
+
+@dataclass(frozen=True)
+class StageConfig:
+    """A config that a stage builds from its parameters: ``build(params)`` builds it the same way (what the stage finds
+    only at run time, such as its input folder, is a stand-in), so that it refuses here what it would refuse an hour
+    into the run; ``keys()`` are the parameters it takes."""
+
+    build: Callable[[dict[str, Any]], Any]
+    keys: Callable[[], set[str]]
+    label: str = ""  # what its messages start with, e.g. "world_knobs: "
+
+
+def _fields_of(module: str, name: str) -> Callable[[], set[str]]:
+    return lambda: {f.name for f in fields(_attr(module, name))}
+
+
+def _build_fields(module: str, name: str) -> Callable[[dict[str, Any]], Any]:
+    """``Cls(**the parameters named like its fields)``: what notebooks 03 and 04 do (``SFTConfig.from_params``,
+    ``IGPOConfig.from_dict``)."""
+
+    def build(params: dict[str, Any]) -> Any:
+        cls = _attr(module, name)
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in params.items() if k in names})
+
+    return build
+
+
+def _mapped(module: str, name: str, keys: dict[str, str], **fixed: Any) -> StageConfig:
+    """A config built with ``keys`` (parameter -> field) and ``fixed`` fields."""
+
+    def build(params: dict[str, Any]) -> Any:
+        return _attr(module, name)(**fixed, **{to: params[key] for key, to in keys.items() if key in params})
+
+    return StageConfig(build, lambda: set(keys))
+
+
+def _igpo(params: dict[str, Any]) -> None:
+    cfg = _build_fields("venus_utils.rl.config", "IGPOConfig")(params)
+    _attr("venus_utils.rl.rewards", "check_search_cost")(cfg, params.get("search_cost") or 0.0)
+
+
+def _demo(params: dict[str, Any]) -> None:
+    """Notebook 06's ``default_settings(...).validated()`` (``model`` auto looks for the run's models: none yet)."""
+    _attr("venus_utils.demo.runs", "default_settings")(
+        params.get("run_dir") or DEFAULT_RUN_DIR,
+        model=params.get("model", "auto"),
+        offline=params.get("offline", True),
+        max_steps=params.get("max_turns"),
+        max_new_tokens=params.get("tokens_per_turn"),
+        device=params.get("device", "cpu"),
+        system_prompt_style=params.get("system_prompt_style", "auto"),
+    ).validated()
+
+
+_CLEAN_KEYS = (
+    "file_pattern",
+    "current_date",
+    "system_prompt_style",
+    "compat",
+    "judge",
+    "max_tokens",
+    "seed",
+    "workers",
+)
+_RESAMPLE_KEYS = ("short_max_turns", "medium_max_turns", "short_multiplier", "medium_multiplier", "long_multiplier")
+
+#: The configs each stage builds from its parameters (see :class:`StageConfig`).
+STAGE_CONFIGS: dict[str, list[StageConfig]] = {
+    "00_setup": [
+        StageConfig(
+            lambda p: _attr("venus_utils.world.build", "WorldConfig").from_knobs(
+                p.get("world_knobs") or {}, seed=p.get("seed", 0), size=p.get("world_size", "small")
+            ),
+            lambda: {"world_knobs"},
+            label="world_knobs: ",
+        )
+    ],
+    "01_trajectory_cleaning": [
+        # the input folder and the tokenizer default to 00_setup's outputs, found at run time (input=None,
+        # tokenizer=None): stand-ins here
+        StageConfig(
+            lambda p: _attr("venus_utils.data.clean_core", "CleanConfig")(
+                input=p.get("input") or "<00_setup/world/trajectories>",
+                output_dir="<stage folder>",
+                tokenizer=p.get("tokenizer") or "<00_setup/tiny_model>",
+                **{k: p[k] for k in _CLEAN_KEYS if k in p},
+            ),
+            lambda: set(_CLEAN_KEYS),
+        )
+    ],
+    "02_turn_aware_resampling": [
+        _mapped("venus_utils.data.resample", "ResamplePolicy", {k: k for k in _RESAMPLE_KEYS}),
+    ],
+    "03_sft_unsloth": [
+        StageConfig(
+            _build_fields("venus_utils.sft.config", "SFTConfig"), _fields_of("venus_utils.sft.config", "SFTConfig")
+        )
+    ],
+    "04_igpo_rl": [StageConfig(_igpo, lambda: _fields_of("venus_utils.rl.config", "IGPOConfig")() | {"search_cost"})],
+    "05_evaluation": [
+        _mapped(
+            "venus_utils.agent.loop",
+            "AgentConfig",
+            {
+                "max_turns": "max_turns",
+                "tokens_per_turn": "max_new_tokens",
+                "temperature": "temperature",
+                "system_prompt_style": "system_prompt_style",
+            },
+        )
+    ],
+    "06_agent_demo": [StageConfig(_demo, lambda: {"model", "max_turns", "tokens_per_turn"}, label="model: ")],
 }
 
 #: Parameters that name a model, file or folder; an absolute or home-relative one must exist.
 PATH_KEYS = ("base_model", "input", "tokenizer", "train_qa", "heldout_qa", "qa_file", "model")
 
 
-def check_stage_values(stage: str, params: dict[str, Any], where: str) -> None:
-    """Check what a stage will run with before any kernel or model starts: local paths exist, and the stage's config
-    (types and ranges of every setting) builds."""
-    for key in PATH_KEYS:
-        value = params.get(key)
-        if isinstance(value, str) and value.startswith(("/", "~")) and not Path(value).expanduser().exists():
-            raise ConfigError(f"{where}: '{key}' names {value}, which does not exist")
-    if stage in STAGE_CONFIGS:
-        module, name = STAGE_CONFIGS[stage]
-        cls = getattr(importlib.import_module(module), name)
-        names = {f.name for f in fields(cls)}
+def checked_keys(stage: str) -> set[str]:
+    """The parameters of ``stage`` that :func:`check_stage_values` checks beyond their type: those of
+    :data:`PARAMETERS` and those the stage's configs take (:data:`STAGE_CONFIGS`)."""
+    keys = set(PARAMETERS["*"]) | set(PARAMETERS.get(stage, {}))
+    for config in STAGE_CONFIGS.get(stage, ()):
+        keys |= config.keys()
+    return keys
+
+
+def check_settings(stage: str, values: dict[str, Any], where: str) -> None:
+    """Each of ``values`` that :data:`PARAMETERS` describes for ``stage`` has its type, range and choices."""
+    for key, value in values.items():
+        setting = PARAMETERS.get(stage, {}).get(key) or PARAMETERS["*"].get(key)
+        problem = setting.problem(value) if setting and key not in RESERVED else None
+        if problem:
+            raise ConfigError(f"{where}: '{key}' {problem}")
+
+
+def check_stage_values(stage: str, params: dict[str, Any], where: str, *, paths: bool = True) -> None:
+    """Check what a stage will run with before any kernel or model starts: every parameter's type, range and choices
+    (:data:`PARAMETERS`), the configs the stage builds from them (:data:`STAGE_CONFIGS`), and, with ``paths``, that
+    local paths exist.  ``params`` are all of the stage's parameters (notebook defaults and profile values)."""
+    check_settings(stage, params, where)
+    if paths:
+        for key in PATH_KEYS:
+            value = params.get(key)
+            if isinstance(value, str) and value.startswith(("/", "~")) and not Path(value).expanduser().exists():
+                raise ConfigError(f"{where}: '{key}' names {value}, which does not exist")
+    for config in STAGE_CONFIGS.get(stage, ()):
         try:
-            cls(**{k: v for k, v in params.items() if k in names})
+            config.build(params)
         except (TypeError, ValueError) as exc:
-            raise ConfigError(f"{where}: {exc}") from None
+            raise ConfigError(f"{where}: {config.label}{' '.join(str(exc).split())}") from None
+
+
+def check_profile(
+    profile: Profile, defaults_by_stage: dict[str, dict[str, Any]], paths_for: set[str] | None = None
+) -> dict[str, dict[str, Any]]:
+    """Check every value of every section of ``profile`` and its shared keys, for every notebook
+    (``defaults_by_stage``: stage -> its parameters cell), before any kernel starts: keys (:func:`check_shared_keys`,
+    :func:`notebook_params`), types, ranges, choices and configs (:func:`check_stage_values`); local paths only for
+    the stages in ``paths_for`` (the ones that will run; all when None).  Returns each stage's parameters
+    (:func:`notebook_params`)."""
+    check_shared_keys(profile, defaults_by_stage)
+    params_by_stage = {}
+    for stage, defaults in defaults_by_stage.items():
+        params = notebook_params(profile, stage, defaults)
+        paths = paths_for is None or stage in paths_for
+        check_stage_values(stage, {**defaults, **params}, f"{profile.path}: {stage}", paths=paths)
+        params_by_stage[stage] = params
+    return params_by_stage
 
 
 # --- profiles in notebooks run by hand -----------------------------------------------------------------------------

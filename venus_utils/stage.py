@@ -4,6 +4,9 @@ Each notebook starts with ``stage = Stage.start("03_sft_unsloth", run_dir)`` and
 ``stage.finish(**key_figures)``.  Its artifacts go in ``stage.dir`` (``runs/<profile>/<NN_stage>/``);
 earlier stages are reached only through ``stage.upstream("01_trajectory_cleaning")``, which checks that
 the earlier stage finished (its ``summary.json`` exists) and says what to run when it did not.
+``Stage.start`` holds the stage folder (:mod:`venus_utils.locks`) until ``finish``: a second run of the same stage
+is refused at once, naming the first one's pid; under the pipeline, which holds the folders of the stages it runs,
+the notebook shares the pipeline's lock.
 
 The models a run trained are found the same way from outside a stage (the evaluation, the agent demo, the
 benchmarks): :func:`model_candidates` lists them by the stage that made them, :func:`best_model` picks the best
@@ -18,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .io import read_json, write_json
+from .locks import FolderLock, acquire, release
 from .paths import runs_base
 
 SUMMARY = "summary.json"
@@ -46,14 +50,25 @@ class Stage:
         self.profile = profile or self.run_dir.name
         self._t0 = time.perf_counter()
         self.timings: dict[str, float] = {}
+        self.lock: FolderLock | None = None
 
     @classmethod
     def start(
         cls, name: str, run_dir: str | Path, stage_dir: str | Path | None = None, profile: str | None = None
     ) -> Stage:
+        """The stage, its folder made and held (:meth:`hold`) until :meth:`finish`."""
         stage = cls(name, run_dir, stage_dir, profile)
-        stage.dir.mkdir(parents=True, exist_ok=True)
+        stage.hold()
         return stage
+
+    def hold(self) -> FolderLock:
+        """Make and hold this stage's folder (:func:`venus_utils.locks.acquire`: raises
+        :class:`~venus_utils.locks.FolderInUse` while another run of it is alive); call it before anything in the
+        folder is deleted or written.  Holding it again is a no-op; :meth:`finish` releases it."""
+        self.lock = acquire(
+            self.dir, f"run of {self.name}", hint="or give this run another run folder (run_dir, --run-dir)"
+        )
+        return self.lock
 
     def path(self, *parts: str) -> Path:
         """A path inside this stage's folder."""
@@ -99,6 +114,8 @@ class Stage:
             **figures,
         }
         write_json(self.dir / SUMMARY, summary)
+        release(self.lock)
+        self.lock = None
         return summary
 
 

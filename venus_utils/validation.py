@@ -4,50 +4,133 @@ Two sources of truth are used, never a third copy:
 
 - a notebook's ``parameters`` cell: its default tells the type a profile or ``--set`` value must have
   (:func:`check_like_default`);
-- a config dataclass (``SFTConfig``, ``IGPOConfig``): its annotations tell the types and its ``RANGES`` the allowed
-  values (:func:`check_fields`), checked in ``__post_init__`` before anything heavy starts.
+- a config dataclass (``SFTConfig``, ``IGPOConfig``, ``WorldConfig``): its annotations tell the types, its ``RANGES``
+  the allowed numbers and its ``CHOICES`` the allowed words (:func:`check_fields`), checked in ``__post_init__``
+  before anything heavy starts.
+
+The parameters that no config class holds are described by :class:`Setting` (``venus_utils.profiles.PARAMETERS``).
+A number is always finite: ``.nan``, ``.inf`` and ``1.0e+400`` (which YAML reads as infinity) are refused everywhere.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
 
 @dataclass(frozen=True)
 class Range:
-    """Allowed numbers: ``low`` <= x <= ``high`` (``low_open``: ``low`` < x), or one of ``also``; None allowed
-    wherever the field's annotation allows it."""
+    """Allowed numbers: ``low`` <= x <= ``high`` (``low_open``: ``low`` < x; ``high_open``: x < ``high``), or one of
+    ``also``; None allowed wherever the field's annotation allows it.  NaN is in no range."""
 
     low: float | None = None
     high: float | None = None
     low_open: bool = False
     also: tuple = ()
+    high_open: bool = False
 
     def ok(self, x: float) -> bool:
         if x in self.also:
             return True
+        if x != x:  # NaN compares false with everything
+            return False
         if self.low is not None and (x <= self.low if self.low_open else x < self.low):
             return False
-        return self.high is None or x <= self.high
+        return self.high is None or (x < self.high if self.high_open else x <= self.high)
 
     def describe(self) -> str:
         parts = []
         if self.low is not None:
-            parts.append(f"{'>' if self.low_open else '>='} {self.low:g}")
+            parts.append(f"{'>' if self.low_open else '>='} {_number(self.low)}")
         if self.high is not None:
-            parts.append(f"<= {self.high:g}")
+            parts.append(f"{'<' if self.high_open else '<='} {_number(self.high)}")
         text = " and ".join(parts) or "any number"
         return text + "".join(f" or {a}" for a in self.also)
+
+
+def _number(x: float) -> str:
+    return str(x) if isinstance(x, int) else f"{x:g}"
 
 
 POSITIVE = Range(0, low_open=True)
 AT_LEAST_1 = Range(1)
 NON_NEGATIVE = Range(0)
 FRACTION = Range(0, 1)
+#: A share that cannot be the whole: 0 <= x < 1.
+PROPER_FRACTION = Range(0, 1, high_open=True)
+#: Seeds: what every generator of the project takes (numpy's and torch's take up to 2**64 - 1, Python's ``hash`` of a
+#: seed string anything; a signed 64-bit integer is what all of them, and a JSON reader, keep exactly).
+SEED = Range(0, 2**63 - 1)
+#: Where models run: ``auto`` is CUDA when available, else the CPU.
+DEVICES = ("cpu", "cuda", "auto")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A parameter that no config class holds: its type (an annotation; ``int | None`` where null is allowed), its
+    allowed numbers (``range``, for a list: of each item) and its allowed words (``choices``).  ``range`` and
+    ``choices`` may be functions returning them, so that a limit is read from the module that uses it, when checked."""
+
+    type: Any = Any
+    range: Range | Callable[[], Range] | None = None
+    choices: Collection | Callable[[], Collection] | None = None
+
+    def allowed(self) -> Collection | None:
+        return self.choices() if callable(self.choices) else self.choices
+
+    def numbers(self) -> Range | None:
+        return self.range() if callable(self.range) else self.range
+
+    def problem(self, value: Any) -> str | None:
+        """Why ``value`` cannot be this setting's value (``must be ..., got ...``), or None."""
+        if not matches(value, self.type):
+            return f"must be {annotation_name(self.type)}, got {type_name(value)}" + (
+                "" if value is None else f" {value!r}"
+            )
+        bad = non_finite(value)
+        if bad is not None:
+            return f"must be a finite number, got {bad[1]}" + (f" at {bad[0]}" if bad[0] else "")
+        rng = self.numbers()
+        if rng is not None and value is not None:
+            for x in value if isinstance(value, (list, tuple)) else [value]:
+                if _is_number(x) and not rng.ok(x):
+                    return f"must be {rng.describe()}, got {value!r}"
+        allowed = self.allowed()
+        if allowed is not None and value is not None and value not in allowed:
+            return f"must be one of {tuple(allowed)}, got {value!r}"
+        return None
+
+
+def non_finite(value: Any, where: str = "") -> tuple[str, float] | None:
+    """``(where, x)`` of the first NaN or infinite number ``x`` in ``value``, searched through lists, tuples and dict
+    values (``where``: ``""`` for ``value`` itself, else e.g. ``".rl_frac"`` or ``"[2]"``), or None."""
+    if isinstance(value, float):
+        return None if math.isfinite(value) else (where, value)
+    if isinstance(value, (list, tuple)):
+        items = [(f"{where}[{i}]", item) for i, item in enumerate(value)]
+    elif isinstance(value, dict):
+        items = [(f"{where}.{k}", item) for k, item in value.items()]
+    else:
+        return None
+    for inner, item in items:
+        found = non_finite(item, inner)
+        if found is not None:
+            return found
+    return None
+
+
+def annotation_name(tp: Any) -> str:
+    """``int | None`` -> ``"int or null"``: an annotation as a profile's reader knows the types."""
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        return " or ".join(annotation_name(arg) for arg in typing.get_args(tp))
+    if tp is type(None) or tp is None:
+        return "null"
+    return getattr(tp, "__name__", str(tp).replace("typing.", ""))
 
 
 def type_name(value: Any) -> str:
@@ -80,9 +163,9 @@ def matches(value: Any, tp: Any) -> bool:
     return isinstance(value, tp) if isinstance(tp, type) else True
 
 
-def check_fields(obj: Any, ranges: dict[str, Range], where: str) -> None:
-    """Check every field of the dataclass instance ``obj`` against its annotation and ``ranges``; raise
-    ``ValueError`` naming ``where.field``, the value and what is expected."""
+def check_fields(obj: Any, ranges: dict[str, Range], where: str, choices: dict[str, Collection] | None = None) -> None:
+    """Check every field of the dataclass instance ``obj`` against its annotation, ``ranges`` and ``choices`` (numbers
+    must also be finite); raise ``ValueError`` naming ``where.field``, the value and what is expected."""
     hints = typing.get_type_hints(type(obj))
     for f in dataclasses.fields(obj):
         value = getattr(obj, f.name)
@@ -90,16 +173,26 @@ def check_fields(obj: Any, ranges: dict[str, Range], where: str) -> None:
         if not matches(value, tp):
             expected = str(tp).replace("typing.", "").replace("<class '", "").replace("'>", "")
             raise ValueError(f"{where}.{f.name}={value!r}: expected {expected}, got {type_name(value)}")
+        bad = non_finite(value)
+        if bad is not None:
+            raise ValueError(f"{where}.{f.name}{bad[0]}={bad[1]!r}: must be a finite number")
         rng = ranges.get(f.name)
         if rng is not None and value is not None and not rng.ok(value):
             raise ValueError(f"{where}.{f.name}={value!r}: must be {rng.describe()}")
+        allowed = (choices or {}).get(f.name)
+        if allowed is not None and value is not None and value not in allowed:
+            raise ValueError(f"{where}.{f.name}={value!r}: expected one of {tuple(allowed)}")
 
 
 def check_like_default(key: str, value: Any, default: Any) -> str | None:
     """Why ``value`` cannot replace a parameter whose notebook default is ``default`` (None when it can).
 
-    The default's type is the parameter's type; null is allowed everywhere (the stage's config says where it is
-    not), and a parameter whose default is null takes any value."""
+    The default's type is the parameter's type (a list's items: the type its items share); null is allowed everywhere
+    (the stage's config says where it is not), and a parameter whose default is null takes any value.  A number is
+    finite, wherever it sits."""
+    bad = non_finite(value)
+    if bad is not None:
+        return f"'{key}{bad[0]}' must be a finite number, got {bad[1]}"
     if value is None or default is None:
         return None
     if isinstance(default, bool):
@@ -112,6 +205,14 @@ def check_like_default(key: str, value: Any, default: Any) -> str | None:
         ok = isinstance(value, (list, tuple))
     else:
         ok = isinstance(value, type(default))
+    if ok and isinstance(default, (list, tuple)) and default and len({type(d) for d in default}) == 1:
+        for item in value:
+            problem = check_like_default(key, item, default[0])
+            if problem or item is None:
+                return (
+                    f"'{key}' must be a list of {type_name(default[0])} like its default {default!r}, got "
+                    f"{type_name(item)} {item!r} in {value!r}"
+                )
     if ok:
         return None
     return f"'{key}' must be {type_name(default)} like its default {default!r}, got {type_name(value)} {value!r}"

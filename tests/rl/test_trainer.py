@@ -208,7 +208,14 @@ def test_unsolved_questions_keeps_what_the_policy_does_not_always_solve(monkeypa
     monkeypatch.setattr(rollout, "evaluate_accuracy", fake_accuracy)
     kept, counts = rollout.unsolved_questions(None, None, rows, None, None, None, samples=2)
     assert [r["question"] for r in kept] == ["q1?", "q2?", "q3?"] and seen["samples"] == 2
-    assert counts == {"candidates": 4, "always_solved": 1, "sometimes_solved": 2, "never_solved": 1, "kept": 3}
+    assert counts == {
+        "candidates": 4,
+        "always_solved": 1,
+        "sometimes_solved": 2,
+        "never_solved": 1,
+        "unjudged": 0,
+        "kept": 3,
+    }
 
 
 def test_unsolved_questions_refuses_several_processes_and_an_all_solved_pool(monkeypatch):

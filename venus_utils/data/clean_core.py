@@ -26,6 +26,8 @@ import pyarrow as pa
 from tqdm.auto import tqdm
 
 from .. import protocol
+from ..eval.judge import KINDS
+from ..locks import release, take
 from . import rules, sources
 from .resample import ResamplePolicy
 from .tokens import counter_for
@@ -44,14 +46,9 @@ ARTIFACTS = (
     "stats.json",
     SHARD_FILE,
 )
-LOCK_FILE = ".clean.lock"  # flock-ed by the run that holds the output folder
+LOCK_FILE = ".clean.lock"  # locked by the run that holds the output folder (hold_output)
 WORK_PREFIX = ".clean-"  # the run's work folder (worker part files), removed at the end
 BAD_ROWS_LISTED = 20  # stats.json["bad_rows"]: the first rows dropped before the rules, by file and line / row
-
-try:
-    import fcntl
-except ImportError:  # Windows: runs go on unlocked (hold_output)
-    fcntl = None
 
 
 def messages_type():
@@ -83,7 +80,6 @@ class CleanConfig:
         "auto"  # strict: auto (LLM if configured, else offline) | llm | offline | none (no correctness filter)
     )
     judge_cache: str | Path | None = None  # default <output_dir>/judge_cache.sqlite
-    judge_threshold: float = 0.5  # offline judge: token-F1 threshold
     tokenizer: str | Path | None = None  # local tokenizer folder for token accounting
     max_tokens: int | None = None  # strict: drop rows above this many tokens (needs tokenizer)
     val_fraction: float = 0.0  # strict: fraction of questions held out in val.parquet (0: no split files)
@@ -101,8 +97,8 @@ class CleanConfig:
         if self.system_prompt_mode not in ("template", "row"):
             raise ValueError(f"system_prompt_mode must be 'template' or 'row', got {self.system_prompt_mode!r}")
         protocol.check_system_prompt_style(self.system_prompt_style)
-        if self.judge not in ("auto", "llm", "offline", "none"):
-            raise ValueError(f"judge must be auto, llm, offline or none, got {self.judge!r}")
+        if self.judge not in (*KINDS, "none"):
+            raise ValueError(f"judge must be {', '.join(KINDS)} or none, got {self.judge!r}")
         if self.compat == "reference" and (self.max_tokens or self.val_fraction):
             raise ValueError("--max-tokens and --val-fraction are strict-mode options (DR-Venus's script has neither)")
         if self.max_tokens and not self.tokenizer:
@@ -432,35 +428,22 @@ def remove_leftovers(output_dir: Path) -> list[str]:
 
 @contextlib.contextmanager
 def hold_output(output_dir: Path, progress: bool = False) -> Iterator[None]:
-    """Hold ``output_dir`` for one run: an exclusive ``flock`` on ``OUT/.clean.lock`` (released by the kernel when
-    the process ends, killed or not), then :func:`remove_leftovers`.  Another live run holding it: ValueError.
+    """Hold ``output_dir`` for one run: an exclusive lock on ``OUT/.clean.lock`` (:mod:`venus_utils.locks`: a
+    ``flock``, released by the kernel when the process ends, killed or not), then :func:`remove_leftovers`.  Another
+    live run holding it: :class:`~venus_utils.locks.FolderInUse` (a ValueError) naming its pid.
 
     Where ``flock`` is not available (Windows, some network file systems) the run goes on unlocked and removes
     nothing: it cannot tell a live run's files from a dead one's.
     """
     output_dir.mkdir(parents=True, exist_ok=True)
-    if fcntl is None:
-        yield
-        return
-    fd = os.open(output_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    say = print if progress else (lambda _message: None)
+    lock, new = take(output_dir, "cleaner run", lock_file=LOCK_FILE, hint="or use another --output-dir", log=say)
     try:
-        locked = True
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            owner = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "?"
-            raise ValueError(
-                f"{output_dir} is in use by another cleaner run (pid {owner}): wait for it to end or "
-                f"use another --output-dir"
-            ) from None
-        except OSError:
-            locked = False
-        if locked:
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+        if new and lock.held:
             removed = remove_leftovers(output_dir)
-            if removed and progress:
-                print(f"{output_dir}: removed leftovers of killed runs: {', '.join(removed)}")
+            if removed:
+                say(f"{output_dir}: removed leftovers of killed runs: {', '.join(removed)}")
         yield
     finally:
-        os.close(fd)
+        if new:
+            release(lock)

@@ -58,6 +58,8 @@ QWEN_SPLIT_PATTERN = (
 
 PAD_TOKEN = "<|endoftext|>"
 EOS_TOKEN = "<|im_end|>"
+#: The smallest vocabulary :func:`train_tokenizer` takes: the 256 byte symbols and a few learned pieces.
+MIN_VOCAB_SIZE = 300
 
 
 def train_tokenizer(
@@ -69,7 +71,7 @@ def train_tokenizer(
     """
     from transformers import PreTrainedTokenizerFast
 
-    if vocab_size < 300:
+    if vocab_size < MIN_VOCAB_SIZE:
         raise ValueError(f"vocab_size={vocab_size} is too small: the 256 byte symbols alone need 256 entries")
     tok = Tokenizer(models.BPE(unk_token=None, fuse_unk=False, byte_fallback=False))
     tok.normalizer = normalizers.NFC()

@@ -11,12 +11,23 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from ..protocol import check_system_prompt_style
-from ..validation import AT_LEAST_1, FRACTION, NON_NEGATIVE, POSITIVE, Range, check_fields, parameter_values
+from ..validation import (
+    AT_LEAST_1,
+    FRACTION,
+    NON_NEGATIVE,
+    POSITIVE,
+    SEED,
+    Range,
+    check_fields,
+    parameter_values,
+)
 
 INFO_GAIN_TYPES = ("log_prob_diff", "prob_diff")
 #: igpo: DR-Venus (IG turn rewards + format penalties + judged outcome); grpo: the judged outcome alone
 REWARD_MODES = ("igpo", "grpo")
 NORM_MODES = ("joint", "separate", "scaled_separate", "raw_ig")
+#: colocate: TRL's vLLM engine inside each training process | server: a separate OpenAI-compatible vLLM server
+VLLM_MODES = ("colocate", "server")
 
 #: The pseudo answer scored at each turn boundary; the context already ends with ``<think>\n``.
 PSEUDO_ANSWER = "Now there's enough information to answer\n</think>\n<answer>\n{gt}\n</answer><|im_end|>"
@@ -50,6 +61,7 @@ RANGES = {
     "max_context_tokens": AT_LEAST_1,
     "vllm_tensor_parallel_size": AT_LEAST_1,
     "vllm_gpu_memory_utilization": Range(0, 1, low_open=True),
+    "seed": SEED,
 }
 
 
@@ -202,8 +214,8 @@ class IGPOConfig:
             raise ValueError(f"norm_mode must be one of {NORM_MODES}, got {self.norm_mode!r}")
 
         check_system_prompt_style(self.system_prompt_style)
-        if self.vllm_mode not in ("colocate", "server"):
-            raise ValueError(f"vllm_mode must be colocate or server, got {self.vllm_mode!r}")
+        if self.vllm_mode not in VLLM_MODES:
+            raise ValueError(f"vllm_mode must be one of {VLLM_MODES}, got {self.vllm_mode!r}")
         if self.use_vllm and self.vllm_mode == "server" and not self.vllm_server_base_url:
             raise ValueError("vllm_mode='server' needs vllm_server_base_url (e.g. http://127.0.0.1:8000)")
         if "{gt}" not in self.pseudo_answer:

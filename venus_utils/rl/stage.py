@@ -97,8 +97,10 @@ def resume(
     max_time_minutes: float | None = None,
 ) -> ResumePoint:
     """Where training starts in the stage folder: checkpoints of an earlier run with other :func:`resume_settings`
-    are refused, not silently continued; a half-written one is skipped
-    (:func:`venus_utils.checkpoints.prepare_resume`)."""
+    are refused, not silently continued; a half-written one is skipped, a damaged one set aside
+    (:func:`venus_utils.checkpoints.prepare_resume`).  The stage folder is held first (:meth:`Stage.hold`): a second
+    run of the stage is refused before anything in it is deleted."""
+    stage.hold()
     return prepare_resume(
         stage.dir,
         resume_settings(cfg, sft_dir, question_pool, filter_samples),

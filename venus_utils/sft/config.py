@@ -13,7 +13,18 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from ..perf import cpu_bf16_native
-from ..validation import AT_LEAST_1, FRACTION, NON_NEGATIVE, POSITIVE, Range, check_fields, parameter_values
+from ..validation import (
+    AT_LEAST_1,
+    DEVICES,
+    FRACTION,
+    NON_NEGATIVE,
+    POSITIVE,
+    SEED,
+    Range,
+    check_fields,
+    parameter_values,
+)
+from .batching import BATCHING_MODES, LOSS_WEIGHTINGS
 
 #: Allowed values of the numeric settings (types come from the annotations), checked before anything loads.
 RANGES = {
@@ -38,6 +49,19 @@ RANGES = {
     "save_total_limit": AT_LEAST_1,
     "eval_steps": AT_LEAST_1,
     "num_threads": AT_LEAST_1,
+    "seed": SEED,
+}
+
+ENGINES = ("auto", "unsloth", "trl")
+PRECISIONS = ("auto", "bf16", "fp32")
+#: Allowed values of the settings that are words, checked with the numbers.
+CHOICES = {
+    "engine": ENGINES,
+    "finetuning": ("full", "lora"),
+    "batching": BATCHING_MODES,
+    "loss_weighting": LOSS_WEIGHTINGS,
+    "device": DEVICES,
+    "precision": PRECISIONS,
 }
 
 
@@ -147,18 +171,7 @@ class SFTConfig:
         return max(1, self.global_batch_size // self.micro_batch_size)
 
     def __post_init__(self):
-        check_fields(self, RANGES, "SFTConfig")
-        choices = {
-            "engine": ("auto", "unsloth", "trl"),
-            "finetuning": ("full", "lora"),
-            "batching": ("max_length", "padded", "grouped", "padding_free"),
-            "loss_weighting": ("sequence_mean", "token_mean"),
-            "device": ("cpu", "cuda", "auto"),
-            "precision": ("auto", "bf16", "fp32"),
-        }
-        for name, allowed in choices.items():
-            if getattr(self, name) not in allowed:
-                raise ValueError(f"SFTConfig.{name}={getattr(self, name)!r}: expected one of {allowed}")
+        check_fields(self, RANGES, "SFTConfig", CHOICES)
         if self.global_batch_size % self.micro_batch_size:
             raise ValueError(
                 f"global_batch_size {self.global_batch_size} is not a multiple of "

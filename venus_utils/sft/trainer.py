@@ -31,6 +31,7 @@ from ..checkpoints import AtomicCheckpoints, ResumePoint, prepare_resume, train_
 from ..distributed import is_main_process, world_size
 from ..env import available
 from ..io import atomic_dir, write_json
+from ..locks import hold
 from .batching import Collator, LengthGroupedSampler, count_units, masked_lm_loss
 from .config import SFTConfig
 from .schedule import budget_scheduler
@@ -436,7 +437,23 @@ def train_sft(
 
     ``agent_settings`` (``{system_prompt_style, max_turns, max_new_tokens}``: the training data's system prompt and
     the agent limits to run the model with) goes into the exported folders as ``venus_agent.json``
-    (:func:`export_model`); a finished run rerun with it only (re)writes that file."""
+    (:func:`export_model`); a finished run rerun with it only (re)writes that file.
+
+    ``out_dir`` is held for the run (:func:`venus_utils.locks.hold`; a notebook's or the command line's stage
+    already holds it): a second trainer on the same checkpoints is refused before anything is deleted there."""
+    with hold(out_dir, "SFT training run", hint="or train into another folder"):
+        return _train_sft(cfg, model_path, train_rows, Path(out_dir), val_rows, callbacks, agent_settings)
+
+
+def _train_sft(
+    cfg: SFTConfig,
+    model_path: str | Path,
+    train_rows: list[dict[str, Any]],
+    out_dir: Path,
+    val_rows: list[dict[str, Any]] | None,
+    callbacks: list | None,
+    agent_settings: dict[str, Any] | None,
+) -> SFTResult:
     import torch
 
     if not train_rows:

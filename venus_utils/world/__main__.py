@@ -11,6 +11,8 @@ import json
 from pathlib import Path
 
 from .build import WorldConfig, build_world
+from .expert import VISIT_POLICIES
+from .graph import SIZES
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -19,13 +21,13 @@ def main(argv: list[str] | None = None) -> int:
     b = sub.add_parser("build", help="generate a world folder")
     b.add_argument("--out", required=True, help="output folder")
     b.add_argument("--seed", type=int, default=0)
-    b.add_argument("--size", default="small", choices=["tiny", "small", "medium"])
+    b.add_argument("--size", default="small", choices=list(SIZES))
     b.add_argument("--n-worlds", type=int, default=1, help="sub-worlds in one index")
     b.add_argument("--heldout-worlds", type=int, default=0, help="sub-worlds whose questions go to val/test only")
     b.add_argument("--top-k", type=int, default=WorldConfig.search_top_k, help="search results per query")
     b.add_argument("--snippet-chars", type=int, default=WorldConfig.snippet_chars)
     b.add_argument("--visit-sentences", type=int, default=WorldConfig.visit_max_sentences)
-    b.add_argument("--visit-policy", default="always", choices=["always", "needed"])
+    b.add_argument("--visit-policy", default="always", choices=VISIT_POLICIES)
     b.add_argument("--max-trajectories", type=int, default=None)
     args = parser.parse_args(argv)
     settings = dict(

@@ -11,11 +11,13 @@ builder runs).
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import random
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -25,13 +27,36 @@ from .. import protocol
 from ..io import atomic_path, write_json, write_jsonl
 from ..tools.search import LocalSearch
 from ..tools.visit import LocalVisit
+from ..validation import AT_LEAST_1, FRACTION, NON_NEGATIVE, SEED, check_fields
 from ..world_store import META_FILE, NOISE_FILE, PAGES_FILE, TRAJECTORIES_DIR, heldout_subworld, qa_path
-from .expert import NOISE_KINDS, Expert, NoiseLog, inject_noise
+from .expert import NOISE_KINDS, VISIT_POLICIES, Expert, NoiseLog, inject_noise
 from .graph import SIZES, NameMaker, build_graph
 from .questions import make_questions
 
 DATA_SOURCE = "venus_world"
 ABILITY = "search & question answering"  # DR-Venus's constant
+
+#: Allowed values of the numeric knobs (types come from the annotations), checked before anything is generated.
+RANGES = {
+    "seed": SEED,
+    "n_worlds": AT_LEAST_1,
+    "heldout_worlds": NON_NEGATIVE,
+    "val_frac": FRACTION,
+    "test_frac": FRACTION,
+    "rl_frac": FRACTION,
+    "min_hops": AT_LEAST_1,
+    "max_hops": AT_LEAST_1,
+    "namesake_rate": FRACTION,
+    "distractor_rate": FRACTION,
+    "search_top_k": AT_LEAST_1,
+    "snippet_chars": AT_LEAST_1,
+    "visit_max_sentences": AT_LEAST_1,
+    "query_string_rate": FRACTION,
+    "max_trajectories": NON_NEGATIVE,
+    "shard_size": AT_LEAST_1,
+}
+#: Allowed values of the knobs that are words.
+CHOICES = {"visit_policy": VISIT_POLICIES}
 
 
 @dataclass
@@ -66,6 +91,12 @@ class WorldConfig:
     def __post_init__(self):
         if self.size not in SIZES:
             raise ValueError(f"size must be one of {sorted(SIZES)}, got {self.size!r}")
+        check_fields(self, RANGES, "WorldConfig", CHOICES)
+        if self.min_hops > self.max_hops:
+            raise ValueError(f"WorldConfig.min_hops={self.min_hops}: must be <= max_hops {self.max_hops}")
+        for kind, rate in self.noise.items():
+            if not (isinstance(rate, (int, float)) and not isinstance(rate, bool) and FRACTION.ok(rate)):
+                raise ValueError(f"WorldConfig.noise[{kind!r}]={rate!r}: must be a number {FRACTION.describe()}")
         if not (0 <= self.rl_frac and self.val_frac + self.test_frac + self.rl_frac < 1):
             raise ValueError("need rl_frac >= 0 and val_frac + test_frac + rl_frac < 1")
         if not 0 <= self.heldout_worlds < max(self.n_worlds, 1) or self.n_worlds < 1:
@@ -73,6 +104,22 @@ class WorldConfig:
         unknown = set(self.noise) - set(NOISE_KINDS)
         if unknown:
             raise ValueError(f"unknown noise kinds {sorted(unknown)}; known: {NOISE_KINDS}")
+
+    @classmethod
+    def from_knobs(cls, knobs: dict[str, Any], **base: Any) -> WorldConfig:
+        """``WorldConfig(**base, **knobs)`` where ``knobs`` are a profile's ``world_knobs`` (or ``build_world``'s):
+        a key that is no field, or one that ``base`` sets (``seed``, ``size``: the notebook's own parameters), is a
+        ValueError naming it."""
+        names = [f.name for f in fields(cls)]
+        for key in knobs:
+            if key in base:
+                raise ValueError(f"'{key}' is not a world knob: it is set by the stage's own '{key}' parameter")
+            if key not in names:
+                close = difflib.get_close_matches(str(key), [n for n in names if n not in base], n=1)
+                hint = f" (did you mean '{close[0]}'?)" if close else ""
+                known = ", ".join(n for n in names if n not in base)
+                raise ValueError(f"unknown world knob {key!r}{hint}; knobs: {known}")
+        return cls(**base, **knobs)
 
 
 def _unit(*parts) -> float:
@@ -134,7 +181,7 @@ def _write_parquet(path: Path, table) -> None:
 
 def build_world(out_dir: str | Path, seed: int = 0, size: str = "small", progress: bool = True, **knobs) -> dict:
     """Generate the world into ``out_dir`` and return its ``world.json`` content (see the module docstring)."""
-    cfg = WorldConfig(seed=seed, size=size, **knobs)
+    cfg = WorldConfig.from_knobs(knobs, seed=seed, size=size)
     out, t0 = Path(out_dir), time.perf_counter()
     names = NameMaker(random.Random(f"{seed}-names"))
     entities, pages = [], []

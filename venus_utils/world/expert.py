@@ -18,6 +18,8 @@ from ..tools.visit import LocalVisit
 from .questions import RELATIONS, Question
 
 NOISE_KINDS = ("duplicate", "malformed", "disallowed", "wrong_answer")
+#: always: the expert visits every hop's page | needed: only when the search snippet lacks the fact
+VISIT_POLICIES = ("always", "needed")
 
 
 @dataclass
