@@ -334,7 +334,9 @@ def test_shared_examples_strict(tmp_path, dr_venus_dir):
     if not list(folder.glob("*.json")):
         pytest.skip(f"no SFT examples in {folder}")
     stats, table = run(tmp_path, folder, file_pattern="*.json", current_date="2026-03-01", shuffle=False)
-    assert accounted(stats) and stats["drop_reasons"] == {}  # the offline judge accepts all of DR-Venus's answers
+    # the strict offline judge accepts DR-Venus's answers but one: "Buffy the Vampire Slayer Season Eight" for
+    # "Buffy the Vampire Slayer comics" (one series of those comics: a semantic call only an LLM judge can make)
+    assert accounted(stats) and stats["drop_reasons"] == {"incorrect_answer": 1}
     for row in table.to_pylist():
         answer = protocol.extract_answer(row["messages"][-1]["content"])
         assert "<answer>" not in answer and "<summary>" not in answer

@@ -115,13 +115,9 @@ def test_offline_judge(no_endpoint):
         (False, "empty"),
         (False, "empty"),
     ]
-    assert out[2].judge == "offline-f1>=0.5"
-    assert (
-        J.Judge(offline_threshold=0.9)
-        .judge("q", "Buffy the Vampire Slayer Season Eight", "Buffy the Vampire Slayer comics")
-        .correct
-        is False
-    )
+    assert out[2].judge == "offline-strict"
+    buffy = judge.judge("q", "Buffy the Vampire Slayer Season Eight", "Buffy the Vampire Slayer comics")
+    assert buffy.correct is False
     with pytest.raises(ValueError, match="JUDGE_API_BASE"):
         J.Judge.from_env("llm")
 

@@ -214,7 +214,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--judge-cache", default=None, help="SQLite verdict cache (default <output-dir>/judge_cache.sqlite)"
     )
-    p.add_argument("--judge-threshold", type=float, default=0.5, help="offline judge: token-F1 threshold")
     p.add_argument("--tokenizer", default=None, help="local tokenizer folder for token accounting")
     p.add_argument("--max-tokens", type=int, default=None, help="strict: drop rows longer than this (reason too_long)")
     p.add_argument("--val-fraction", type=float, default=0.0, help="strict: fraction of questions in val.parquet")
@@ -269,7 +268,6 @@ def config_from_args(args: argparse.Namespace) -> CleanConfig:
         compat=args.compat,
         judge=args.judge,
         judge_cache=args.judge_cache,
-        judge_threshold=args.judge_threshold,
         tokenizer=args.tokenizer,
         max_tokens=args.max_tokens,
         val_fraction=args.val_fraction,

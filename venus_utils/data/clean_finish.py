@@ -320,11 +320,7 @@ def judge_rows(
     t0 = time.perf_counter()
     own_judge = judge is None
     if own_judge:
-        judge = Judge.from_env(
-            cfg.judge,
-            cache_path=cfg.judge_cache or output_dir / "judge_cache.sqlite",
-            offline_threshold=cfg.judge_threshold,
-        )
+        judge = Judge.from_env(cfg.judge, cache_path=cfg.judge_cache or output_dir / "judge_cache.sqlite")
     notice = judge.describe()
     if cfg.progress:
         print(f"[judge] {notice}")

@@ -6,6 +6,9 @@ be a list of them; every metric takes the best alias.
 Normalisation (SQuAD-style, made robust to what deep-research agents write): Unicode NFKC, thousands
 separators inside numbers removed (``13,186`` -> ``13186``), lower-case, markdown emphasis and punctuation
 dropped, articles (a / an / the) removed, CJK characters one token each.
+
+:func:`states_answer` is the offline judge's rule: the answer must *state* an alias, not resemble one (token F1
+accepts a first name alone, a namesake one letter off, a company sharing a word with the truth).
 """
 
 from __future__ import annotations
@@ -103,3 +106,96 @@ def answer_spans(prediction: Any) -> list[str]:
 def best_span_f1(prediction: Any, ground_truth: Any) -> float:
     """Best token F1 over :func:`answer_spans` and the aliases (the offline judge's score)."""
     return max((token_f1(span, ground_truth) for span in answer_spans(prediction)), default=0.0)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The strict offline judge: an answer states an alias, near misses are refused
+
+
+#: capitalised words that may stand next to a name without being part of it ("In Naduia.", "Answer: Kosa Midor")
+_FUNCTION_WORDS = frozenset(
+    "in at by from of on to for and or but is was are were it its he she they his her their this that "
+    "answer final born founded located yes no so".split()
+)
+_JOINED_RE = re.compile(r"[\s\-'’.]*")  # what may join two words of one name ("Jean-Luc", "O'Neil", "J. Doe")
+
+
+def _words(text: str) -> list[tuple[str, str, int, int]]:
+    """``(normalised token, raw token, start, end)`` of each token of ``text`` (articles included)."""
+    text = unicodedata.normalize("NFKC", _THOUSANDS_RE.sub("", text))
+    return [(m.group(0).lower(), m.group(0), m.start(), m.end()) for m in _TOKEN_RE.finditer(text)], text
+
+
+def _is_number(token: str) -> bool:
+    return token.isdigit()
+
+
+def _extends(text: str, inner: tuple, outer: tuple | None, numeric: bool) -> bool:
+    """Whether ``outer`` (the word next to a match, or None) is part of the same name or number as ``inner``: joined
+    to it by nothing but spaces, hyphens, apostrophes or dots, and a digit (for a number) or a capitalised word that
+    is not a function word (for a name)."""
+    if outer is None:
+        return False
+    gap = text[min(inner[3], outer[3]) : max(inner[2], outer[2])]
+    if not _JOINED_RE.fullmatch(gap):
+        return False
+    if numeric:
+        return outer[0].isdigit()
+    return outer[1][:1].isupper() and outer[0] not in _FUNCTION_WORDS or outer[0].isdigit()
+
+
+def _states(span: str, alias: str) -> bool:
+    """Whether ``span`` states ``alias``: equal to it after normalisation, or containing it as a whole name (not
+    inside a longer capitalised name, e.g. "Naduia" in "Naduia City"); a number must be the span's only number of its
+    length (so "1985 or 1958" states neither)."""
+    gold = answer_tokens(alias)
+    if not gold:
+        return False
+    words, text = _words(span)
+    content = [w for w in words if w[0] not in ARTICLES]
+    if [w[0] for w in content] == gold:
+        return True
+    numeric = len(gold) == 1 and _is_number(gold[0])
+    if numeric and any(_is_number(w[0]) and len(w[0]) == len(gold[0]) and w[0] != gold[0] for w in content):
+        return False
+    n = len(gold)
+    for i in range(len(content) - n + 1):
+        if [w[0] for w in content[i : i + n]] != gold:
+            continue
+        before = content[i - 1] if i > 0 else None
+        after = content[i + n] if i + n < len(content) else None
+        if not _extends(text, content[i], before, numeric) and not _extends(text, content[i + n - 1], after, numeric):
+            return True
+    return False
+
+
+def stated_spans(prediction: Any) -> list[str]:
+    """The spans an answer is judged by: its **bold** spans when it has any (the answer it highlights), else the
+    whole text and its first line."""
+    text = "" if prediction is None else str(prediction).strip()
+    bold = [a or b for a, b in _BOLD_RE.findall(text)]
+    spans = bold if any(b.strip() for b in bold) else answer_spans(text)
+    return [s for s in dict.fromkeys(spans) if s.strip()]
+
+
+_LABELLED_RE = re.compile(r"^\s*[^\W\d_][^:\d]{0,39}:\s*(\S.*)$")  # "Capacity: 13,186" -> "13,186"
+
+
+def judged_aliases(ground_truth: Any) -> list[str]:
+    """:func:`aliases`, plus the value of an alias written as ``Label: value`` (DR-Venus's QA has "Capacity:
+    13,186": the answer "13,186" states it)."""
+    out = []
+    for alias in aliases(ground_truth):
+        out.append(alias)
+        labelled = _LABELLED_RE.match(alias)
+        if labelled:
+            out.append(labelled.group(1).strip())
+    return list(dict.fromkeys(out))
+
+
+def states_answer(prediction: Any, ground_truth: Any) -> bool:
+    """The strict offline judge: ``prediction`` states one of the ground truth's aliases (:func:`_states` on
+    :func:`stated_spans`, aliases from :func:`judged_aliases`).  Case, articles, punctuation and markdown do not
+    matter; partial names, namesakes one letter or syllable off, entities that only share a word with the truth and
+    other years are refused."""
+    return any(_states(span, alias) for span in stated_spans(prediction) for alias in judged_aliases(ground_truth))

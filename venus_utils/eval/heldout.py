@@ -149,7 +149,7 @@ def evaluate_model(
     )
     if judge is None:
         judge = Judge.from_env()
-    # which judge decided (``offline-f1>=0.5`` or the LLM's model name), not why it was chosen
+    # which judge decided (``offline-strict`` or the LLM's model name), not why it was chosen
     judged_by = getattr(judge, "name", None) or getattr(judge, "__name__", "a judge function")
     for done_path in [p for p in (reuse_from, out_path) if p is not None]:
         done = _reusable(Path(done_path), fingerprint, judged_by, len(questions) * settings.samples)

@@ -7,8 +7,11 @@ grader prompt, after an exact-match shortcut.  Here:
 2. with an endpoint configured, the LLM judges the rest (temperature 0.1, top_p 0.95, 3 attempts); all
    aliases are shown to it as acceptable answers; verdicts are cached on disk (SQLite) keyed by
    (question, answer, ground truth, judge model), so a rerun costs nothing;
-3. with no endpoint, a deterministic offline judge decides: token F1 of the answer (or of the part that
-   states it: a **bold** span, the first line) against the best alias, at or above a threshold (0.5).
+3. with no endpoint, a deterministic offline judge decides: the answer must *state* an alias
+   (:func:`venus_utils.eval.answers.states_answer`: its **bold** span if it highlights one, else the text; a whole
+   name, not part of a longer one; years and numbers exact).  Near misses are refused: a first name alone, a
+   namesake one letter off, a company sharing a word with the truth, a city named like the country.  (Token F1 >= 0.5,
+   the rule before, accepted all of these: RL could be rewarded for them.)  ``offline-strict`` is its name.
 
 A judge error (endpoint down, no verdict in the reply) is never a wrong answer: its :attr:`Verdict.value` is NaN,
 scorers leave it out and count it.  When the LLM judge fails on more than a small share of a batch
@@ -71,10 +74,11 @@ confidence: The extracted confidence score between 0|\\%| and 100|\\%| from [res
 """.strip()  # noqa: E501 (the prompt's lines are kept verbatim)
 
 DEFAULT_MODEL = "Qwen3-235B-A22B-Instruct-2507"  # DR-Venus's JUDGE_MODEL_NAME default
-OFFLINE_THRESHOLD = 0.5
+OFFLINE_NAME = "offline-strict"
 MAX_ERROR_SHARE = 0.05  # a batch with more LLM-judge failures than this share stops (JudgeUnavailable)
 DEAD_AFTER = 8  # this many failures before any success: the endpoint is down, the rest of the batch is not tried
 FALLBACKS = ("stop", "offline")
+KINDS = ("auto", "llm", "offline")  # Judge.from_env's kinds (the notebooks' ``judge`` parameters)
 _VERDICT_RE = re.compile(r"\bcorrect\**\s*:\s*\**\s*(yes|no)\b", re.IGNORECASE)
 
 
@@ -107,8 +111,8 @@ def parse_verdict(reply: str) -> bool | None:
 class Verdict:
     correct: bool
     method: str  # "exact" | "llm" | "offline" | "empty" | "error"
-    judge: str  # the judge's name: the LLM model, or "offline-f1>=0.5"
-    score: float | None = None  # token F1 (exact / offline), None for the LLM
+    judge: str  # the judge's name: the LLM model, or "offline-strict"
+    score: float | None = None  # token F1 of the best span and alias (exact / offline; for audit), None for the LLM
     reply: str | None = None  # the LLM's text, for audit
     cached: bool = False
     error: str | None = None
@@ -172,7 +176,6 @@ class Judge:
         api_key: str | None = None,
         model: str = DEFAULT_MODEL,
         cache_path: str | Path | None = None,
-        offline_threshold: float = OFFLINE_THRESHOLD,
         timeout: float = 300.0,
         attempts: int = 3,
         backoff: float = 2.0,
@@ -189,7 +192,6 @@ class Judge:
         self.api_base = api_base.rstrip("/") if api_base else None
         self._api_key = api_key
         self.model = model
-        self.offline_threshold = offline_threshold
         self.timeout, self.attempts, self.backoff = timeout, max(1, attempts), backoff
         self.max_workers = max(1, max_workers)
         self.enable_thinking = enable_thinking
@@ -206,12 +208,12 @@ class Judge:
     @classmethod
     def from_env(cls, kind: str = "auto", cache_path: str | Path | None = None, **kwargs) -> Judge:
         """``kind``: ``auto`` (LLM when an endpoint is configured, else offline), ``llm`` or ``offline``."""
-        if kind not in ("auto", "llm", "offline"):
-            raise ValueError(f"judge kind must be auto, llm or offline, got {kind!r}")
+        if kind not in KINDS:
+            raise ValueError(f"judge kind must be {', '.join(KINDS[:-1])} or {KINDS[-1]}, got {kind!r}")
         base = secret("JUDGE_API_BASE") or secret("API_BASE")
         if kind == "offline" or (kind == "auto" and not base):
             reason = "asked for" if kind == "offline" else "no JUDGE_API_BASE / API_BASE configured"
-            return cls(api_base=None, reason=reason, **{k: v for k, v in kwargs.items() if k == "offline_threshold"})
+            return cls(api_base=None, reason=reason)
         if not base:
             raise ValueError(
                 "an LLM judge was asked for but neither JUDGE_API_BASE nor API_BASE is set (environment or .env)"
@@ -239,7 +241,7 @@ class Judge:
 
     @property
     def name(self) -> str:
-        return self.model if self.api_base else f"offline-f1>={self.offline_threshold:g}"
+        return self.model if self.api_base else OFFLINE_NAME
 
     @property
     def endpoint(self) -> str | None:
@@ -259,8 +261,8 @@ class Judge:
             )
         why = f" ({self.reason})" if self.reason else ""
         return (
-            f"offline judge{why}: exact match, else token F1 >= {self.offline_threshold:g} between the best alias "
-            "and the answer or its highlighted part. "
+            f"offline judge{why}: the answer (its highlighted part if any) must state one of the aliases: a whole "
+            "name, not part of a longer one, years and numbers exact; near misses are refused. "
             "Set JUDGE_API_BASE / JUDGE_API_KEY / JUDGE_MODEL for the LLM judge."
         )
 
@@ -272,7 +274,7 @@ class Judge:
             return Verdict(True, "exact", self.name, 1.0)
         if not self.api_base:
             score = answers.best_span_f1(answer, ground_truth)
-            return Verdict(score >= self.offline_threshold, "offline", self.name, round(score, 4))
+            return Verdict(answers.states_answer(answer, ground_truth), "offline", self.name, round(score, 4))
         return None
 
     def _http(self):
@@ -338,7 +340,7 @@ class Judge:
         if not failed:
             return out
         if self.fallback == "offline":
-            offline = Judge(api_base=None, offline_threshold=self.offline_threshold)
+            offline = Judge(api_base=None)
             for i in failed:
                 v = offline._shortcut(items[i][1], items[i][2])
                 out[i] = Verdict(v.correct, "offline-fallback", offline.name, v.score, error=out[i].error)
@@ -391,8 +393,8 @@ def judge_function(kind: str | Judge = "auto") -> tuple[JudgeFn, str]:
     """The project's judge as a plain function ``judge(questions, predictions, ground_truths) -> [1.0 | 0.0, ...]``
     (what the RL trainer, :func:`venus_utils.rl.rollout.evaluate_accuracy` and :func:`venus_utils.eval.metrics.score`
     take), and :meth:`Judge.describe` of the judge behind it (keep it next to any number it produced).  ``kind``: auto
-    (the LLM judge when an endpoint is configured, else offline F1), llm or offline (:meth:`Judge.from_env`), or a
-    :class:`Judge` already made."""
+    (the LLM judge when an endpoint is configured, else the strict offline judge), llm or offline
+    (:meth:`Judge.from_env`), or a :class:`Judge` already made."""
     judge = Judge.from_env(kind) if isinstance(kind, str) else kind
 
     def scores(questions: Sequence[str], predictions: Sequence[str], ground_truths: Sequence[Any]) -> list[float]:
