@@ -171,7 +171,7 @@ def test_llm_judge_fallback_env_retries_and_errors(no_endpoint, monkeypatch, tmp
         flaky.fail_first = 10
         v = judge._llm("q", "third", "gold")
         assert v.method == "error" and "after 3 attempts" in v.error and "k2" not in v.error
-        with pytest.raises(J.JudgeUnavailable, match="failed on 1 of 1 answers"):  # never a wrong answer
+        with pytest.raises(J.JudgeUnavailable, match="failed on 1 of the 1 answers"):  # never a wrong answer
             judge.judge("q", "fourth", "gold")
     finally:
         flaky.close()
@@ -243,9 +243,18 @@ def test_a_dead_judge_stops_the_batch_with_a_clear_message(no_endpoint, monkeypa
     with pytest.raises(J.JudgeUnavailable) as info:
         judge.judge_many(items)
     message = str(info.value)
-    assert "failed on 50 of 51 answers" in message and "127.0.0.1:9" in message
+    assert "failed on 50 of the 50 answers it was asked about" in message and "127.0.0.1:9" in message
     assert "JUDGE_FALLBACK=offline" in message and "not wrong answers" in message
     assert judge.errors <= J.DEAD_AFTER + judge.max_workers  # given up on, not 50 x 3 attempts
+    judge.close()
+
+
+def test_a_dead_judge_stops_even_when_exact_matches_decide_most_answers(no_endpoint, monkeypatch, tmp_path):
+    """The share counts the answers the LLM was asked about: 3 failures among 103 answers, 100 of them exact."""
+    judge = dead_judge(monkeypatch, tmp_path)
+    items = [("q", "gold", "gold")] * 100 + [("q", f"answer {i}", "gold") for i in range(3)]
+    with pytest.raises(J.JudgeUnavailable, match="failed on 3 of the 3 answers"):
+        judge.judge_many(items)
     judge.close()
 
 
@@ -317,5 +326,5 @@ def test_the_cleaner_stops_on_a_dead_judge(no_endpoint, monkeypatch, tmp_path):
     ]
     (tmp_path / "rows.json").write_text(json.dumps(rows))
     monkeypatch.setenv("JUDGE_API_BASE", "http://127.0.0.1:9/v1")
-    with pytest.raises(J.JudgeUnavailable, match="failed on 12 of 12"):
+    with pytest.raises(J.JudgeUnavailable, match="failed on 12 of the 12"):
         run_clean(CleanConfig(input=tmp_path / "rows.json", output_dir=tmp_path / "out", progress=False, workers=1))

@@ -333,9 +333,10 @@ class Judge:
     def judge(self, question: str, answer: str, ground_truth: Any) -> Verdict:
         return self.judge_many([(question, answer, ground_truth)])[0]
 
-    def _settle_errors(self, items: list[tuple[str, str, Any]], out: list[Verdict]) -> list[Verdict]:
+    def _settle_errors(self, items: list[tuple[str, str, Any]], out: list[Verdict], asked: int) -> list[Verdict]:
         """Judge errors are never wrong answers: fall back to the offline judge when asked, else stop when they
-        are more than ``max_error_share`` of the batch (the rest stay ``error``, value NaN, for scorers to skip)."""
+        are more than ``max_error_share`` of the ``asked`` answers (those the exact-match shortcut did not decide),
+        or when the endpoint never answered; a few stay ``error`` (value NaN) for scorers to leave out."""
         failed = [i for i, v in enumerate(out) if v.method == "error"]
         if not failed:
             return out
@@ -346,12 +347,13 @@ class Judge:
                 out[i] = Verdict(v.correct, "offline-fallback", offline.name, v.score, error=out[i].error)
             self.fallbacks += len(failed)
             return out
-        if len(failed) > self.max_error_share * len(out):
+        if len(failed) > self.max_error_share * asked or self._dead is not None:
             first = out[failed[0]].error or "no verdict"
             raise JudgeUnavailable(
                 redact(
-                    f"the LLM judge {self.model} at {self.endpoint} failed on {len(failed)} of {len(out)} answers "
-                    f"(more than {self.max_error_share:.0%}; first error: {first}). Nothing of this batch was "
+                    f"the LLM judge {self.model} at {self.endpoint} failed on {len(failed)} of the {asked} answers it "
+                    f"was asked about (more than {self.max_error_share:.0%}, or no answer at all; first error: "
+                    f"{first}). Nothing of this batch was "
                     "scored: unjudged answers are not wrong answers. Fix the endpoint (JUDGE_API_BASE, JUDGE_API_KEY) "
                     "and rerun (verdicts already given are cached), set JUDGE_FALLBACK=offline to judge failed "
                     "answers offline (the summary says how many), or unset JUDGE_API_BASE for the offline judge."
@@ -369,7 +371,7 @@ class Judge:
                 results = pool.map(lambda i: self._llm(*items[i]), todo)
                 for i, verdict in zip(todo, tqdm(results, total=len(todo), desc="judge", disable=not progress)):
                     out[i] = verdict
-        return self._settle_errors(items, out)  # type: ignore[arg-type]
+        return self._settle_errors(items, out, len(todo))  # type: ignore[arg-type]
 
     def close(self) -> None:
         if self._client is not None:
