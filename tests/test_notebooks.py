@@ -93,3 +93,55 @@ def test_the_smoke_run_renders_as_a_book_with_every_figure(smoke_run, tmp_path):
         assert html.count("data:image/png;base64") >= figures, page.name
         assert FAKE_SECRET not in html
     assert all(stage in index.read_text(encoding="utf-8") for stage in STAGES)
+
+
+def test_an_edited_reward_cell_is_trained_never_silently_restored(smoke_run, tmp_path):
+    """Issue 21: notebook 04's turn-reward cell edited and the notebook rerun.  Into the finished stage folder it is
+    refused, naming the change (before, the old model was restored: "nothing to train"); into a fresh folder the
+    edited rewards are the ones trained on."""
+    import papermill
+    from papermill.exceptions import PapermillExecutionError
+
+    from venus_utils.io import read_jsonl
+    from venus_utils.paths import NOTEBOOKS_DIR
+    from venus_utils.profiles import load_profile, notebook_defaults, notebook_params
+
+    out, _ = smoke_run
+    source = NOTEBOOKS_DIR / "04_igpo_rl.ipynb"
+    nb = json.loads(source.read_text(encoding="utf-8"))
+    example = "# rewards = [None if r is None else max(r, 0.0) for r in rewards]"
+    cells = [c for c in nb["cells"] if example in "".join(c["source"])]
+    assert len(cells) == 1
+    cells[0]["source"] = "".join(cells[0]["source"]).replace(
+        example, "rewards = [None if r is None else r + 0.5 for r in rewards]"
+    )
+    edited = tmp_path / "04_igpo_rl.ipynb"
+    edited.write_text(json.dumps(nb), encoding="utf-8")
+    params = notebook_params(load_profile(PARAMS_DIR / "smoke.yaml"), "04_igpo_rl", notebook_defaults(source))
+    params.update(run_dir=str(out), profile="smoke")
+
+    with pytest.raises(PapermillExecutionError) as refused:
+        papermill.execute_notebook(
+            str(edited), str(tmp_path / "refused.ipynb"), parameters={**params, "stage_dir": str(out / "04_igpo_rl")}
+        )
+    assert "made with other settings" in str(refused.value) and "turn_reward" in str(refused.value)
+
+    fresh = out / "04_igpo_rl_edited"
+    papermill.execute_notebook(
+        str(edited), str(tmp_path / "edited.ipynb"), parameters={**params, "stage_dir": str(fresh)}
+    )
+    # the same seed and SFT model: the first step's rollouts (and their information gains) are the same in both
+    # runs; only the rewards the edited cell returns differ
+    old, new = (
+        [r for r in read_jsonl(folder / "episodes.jsonl") if r["step"] == 0] for folder in (out / "04_igpo_rl", fresh)
+    )
+    assert len(old) == len(new) > 0
+    compared = 0
+    for a, b in zip(old, new):
+        assert a["info_gain"] == b["info_gain"]
+        for before, after in zip(a["turn_rewards"], b["turn_rewards"]):
+            assert (before is None) == (after is None)
+            if before is not None:
+                assert after == pytest.approx(before + 0.5)
+                compared += 1
+    assert compared > 0

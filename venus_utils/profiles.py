@@ -354,7 +354,6 @@ PARAMETERS: dict[str, dict[str, Setting]] = {
     },
     "04_igpo_rl": {  # the training settings: IGPOConfig (STAGE_CONFIGS)
         "max_time_minutes": Setting(float | None, POSITIVE),
-        "search_cost": Setting(float),
         "train_questions": Setting(int | None, AT_LEAST_1),
         "filter_samples": Setting(int | None, NON_NEGATIVE),
         "judge": _JUDGE,
@@ -422,11 +421,6 @@ def _mapped(module: str, name: str, keys: dict[str, str], **fixed: Any) -> Stage
     return StageConfig(build, lambda: set(keys))
 
 
-def _igpo(params: dict[str, Any]) -> None:
-    cfg = _build_fields("venus_utils.rl.config", "IGPOConfig")(params)
-    _attr("venus_utils.rl.rewards", "check_search_cost")(cfg, params.get("search_cost") or 0.0)
-
-
 def _demo(params: dict[str, Any]) -> None:
     """Notebook 06's ``default_settings(...).validated()`` (``model`` auto looks for the run's models: none yet)."""
     _attr("venus_utils.demo.runs", "default_settings")(
@@ -484,7 +478,11 @@ STAGE_CONFIGS: dict[str, list[StageConfig]] = {
             _build_fields("venus_utils.sft.config", "SFTConfig"), _fields_of("venus_utils.sft.config", "SFTConfig")
         )
     ],
-    "04_igpo_rl": [StageConfig(_igpo, lambda: _fields_of("venus_utils.rl.config", "IGPOConfig")() | {"search_cost"})],
+    "04_igpo_rl": [
+        StageConfig(
+            _build_fields("venus_utils.rl.config", "IGPOConfig"), _fields_of("venus_utils.rl.config", "IGPOConfig")
+        )
+    ],
     "05_evaluation": [
         _mapped(
             "venus_utils.agent.loop",

@@ -156,11 +156,13 @@ def test_search_cost():
     ep.format_errors, ep.info_gain, ep.judge_score = turn_format_errors(ep.turns), [None, 0.25], 1.0
     assert with_search_cost([None, 0.25], ep.tool_names, 0.1) == [-0.1, 0.25]  # a search turn gets a position
     assert with_search_cost([None, 0.25], ep.tool_names, 0.0) == [None, 0.25]  # DR-Venus: none
-    turn_fn, outcome_fn = reward_functions(IGPOConfig(), search_cost=0.1)
+    turn_fn, outcome_fn = reward_functions(IGPOConfig(search_cost=0.1))
     assert turn_fn(ep) == [-0.1, 0.25] and outcome_fn(ep) == 1.0
     assert reward_functions(IGPOConfig())[0](ep) == igpo_turn_reward(ep) == [None, 0.25]
     with pytest.raises(ValueError, match="reward_mode=grpo has none"):
-        reward_functions(IGPOConfig(reward_mode="grpo"), search_cost=0.1)
+        IGPOConfig(reward_mode="grpo", search_cost=0.1)
+    with pytest.raises(ValueError, match="search_cost"):
+        IGPOConfig(search_cost=float("nan"))
 
 
 def test_episode_validation():

@@ -47,7 +47,7 @@ def _batch(ig_shift: float = 0.0) -> list[Episode]:
 def _advantages(episodes, cfg):
     turn_fn, outcome_fn = reward_functions(cfg)
     rewards = [episode_rewards(ep, turn_fn(ep), outcome_fn(ep), None) for ep in episodes]
-    gathered = [(r, len(ep.completion_ids), ep.group) for r, ep in zip(rewards, episodes)]
+    gathered = [(r, len(ep.completion_ids), ep.group, ep.judge_score) for r, ep in zip(rewards, episodes)]
     stats: dict = {}
     return rewards, process_advantages(gathered, 0, len(episodes), cfg, stats), stats
 
@@ -120,11 +120,11 @@ def test_groups_with_signal_counts_outcome_variance_and_any_signal():
 
 
 def test_group_signal_skips_failed_rollouts_and_single_rollout_groups():
-    rewards = [{2: 1.0}, {2: 0.0}, {}, {2: 1.0}, {2: 1.0}, {0: 0.3, 2: 1.0}]
+    scores = [1.0, 0.0, 0.0, 1.0, 1.0, 1.0]
     lengths = [3, 3, 0, 3, 3, 3]
     groups = ["a", "a", "b", "c", "c", "d"]
     advantages = [[1.0] * 3, [-1.0] * 3, [], [1e-12] * 3, [0.0] * 3, [0.0] * 3]
-    got = group_signal(rewards, lengths, groups, advantages)
+    got = group_signal(lengths, groups, scores, advantages)
     # b (only a failed rollout) takes no part; c: one outcome, rounding noise only; d: a single rollout
     assert got == {
         "groups": 3,
@@ -144,3 +144,54 @@ def test_checkpoint_limit_and_reward_mode_in_the_resume_settings():
     igpo, grpo = (resume_settings(IGPOConfig(reward_mode=m), "sft", rows) for m in ("igpo", "grpo"))
     assert igpo["reward_mode"] == "igpo" and igpo != grpo  # a folder's checkpoints never resume the other arm
     assert "save_total_limit" not in igpo  # may change on a resume
+
+
+def test_reward_functions_and_search_cost_define_the_run(tmp_path):
+    """An edited reward cell (issue 21) or another search cost is another run: its checkpoints are never resumed
+    nor restored as the finished model of the old rewards."""
+    from venus_utils.checkpoints import guard_resume
+    from venus_utils.rl.rewards import reward_fingerprint
+    from venus_utils.rl.stage import resume_settings
+
+    def turn_reward(ep):
+        return [None] * (ep.num_turns - 1)
+
+    same = {}
+    exec("def turn_reward(ep):\n    return [None] * (ep.num_turns - 1)\n", same)  # no source text: by its code
+    edited = {}
+    exec("def turn_reward(ep):\n    return [0.5] * (ep.num_turns - 1)\n", edited)
+    assert reward_fingerprint(turn_reward).startswith("test_reward_functions_and_search_cost_define_the_run.")
+    assert reward_fingerprint(same["turn_reward"]) != reward_fingerprint(edited["turn_reward"])
+    assert reward_fingerprint(same["turn_reward"]) == reward_fingerprint(dict(same)["turn_reward"])
+    assert reward_fingerprint(None) is None
+
+    rows = [{"id": "q1"}]
+    run = resume_settings(IGPOConfig(), "sft", rows, rewards={"turn_reward": same["turn_reward"]})
+    (tmp_path / "checkpoint-2").mkdir()
+    (tmp_path / "checkpoint-2" / "config.json").write_text("{}")
+    (tmp_path / "checkpoint-2" / "trainer_state.json").write_text('{"global_step": 2}')
+    guard_resume(tmp_path, run)
+    guard_resume(tmp_path, resume_settings(IGPOConfig(), "sft", rows, rewards={"turn_reward": same["turn_reward"]}))
+    for changed in (
+        resume_settings(IGPOConfig(), "sft", rows, rewards={"turn_reward": edited["turn_reward"]}),
+        resume_settings(IGPOConfig(search_cost=0.1), "sft", rows, rewards={"turn_reward": same["turn_reward"]}),
+    ):
+        with pytest.raises(ValueError, match="made with other settings") as info:
+            guard_resume(tmp_path, changed)
+        assert "turn_reward" in str(info.value) or "search_cost" in str(info.value)
+    with pytest.raises(ValueError, match="unknown reward functions"):
+        resume_settings(IGPOConfig(), "sft", rows, rewards={"turn_rewards": turn_reward})
+
+
+def test_groups_with_signal_counts_judge_scores_the_same_way_in_every_arm():
+    """A group judged all right, one of whose answers is malformed: IGPO's outcome rewards differ (1 and the -1
+    penalty), the judge's verdicts do not.  Every arm reports no outcome signal for it (issue 21); the penalty still
+    moves IGPO's advantages (``groups_with_any_signal``)."""
+    episodes = [
+        _episode("C", [0.4, 0.1], [None, None, None], 1.0),
+        _episode("C", [0.4, 0.1], [None, None, "needs exactly one <answer>...</answer>"], 1.0),
+    ]
+    _, _, igpo = _advantages(episodes, IGPOConfig(reward_mode="igpo", adv_eps=EPS))
+    _, _, grpo = _advantages(episodes, IGPOConfig(reward_mode="grpo", adv_eps=EPS))
+    assert igpo["groups_with_signal"] == grpo["groups_with_signal"] == 0.0
+    assert igpo["groups_with_any_signal"] == 1.0 and grpo["groups_with_any_signal"] == 0.0

@@ -55,7 +55,7 @@ def train(args: argparse.Namespace) -> dict:
     """The steps of :mod:`venus_utils.rl.stage`, back to back, as notebook 04 runs them."""
     params, profile = stage_params(args.params, STAGE, parse_sets(args.sets))
     cfg = IGPOConfig.from_dict(params)
-    turn_reward, outcome_reward = reward_functions(cfg, params["search_cost"])  # refuses a search cost under grpo
+    turn_reward, outcome_reward = reward_functions(cfg)
     # inputs first: a missing question file or upstream stage fails before the stage folder or any model exists
     stage = Stage(STAGE, args.run_dir or f"runs/{profile}", args.out, profile)
     sft_dir, world_dir, train_file = stage_inputs(stage, params["offline"], params["train_qa"])
@@ -65,12 +65,18 @@ def train(args: argparse.Namespace) -> dict:
     tools = make_toolbox("local", world_dir) if params["offline"] else make_toolbox("web")
     train_rows = qa_rows(train_file, params["train_questions"], cfg.seed)
     filter_samples = int(params.get("filter_samples") or 0)
+    # DR-Venus's rewards (plus the optional search_cost); the GRPO arm trains on the trainer's own
+    rewards = dict(turn_reward=turn_reward, outcome_reward=outcome_reward) if cfg.reward_mode == "igpo" else {}
     point = resume(
-        stage, cfg, sft_dir, train_rows, filter_samples=filter_samples, max_time_minutes=params["max_time_minutes"]
+        stage,
+        cfg,
+        sft_dir,
+        train_rows,
+        filter_samples=filter_samples,
+        max_time_minutes=params["max_time_minutes"],
+        rewards=rewards,
     )
     train_rows, counts = filter_questions(stage, model, tokenizer, train_rows, tools, judge_fn, cfg, filter_samples)
-    # DR-Venus's rewards (plus the notebook's optional search_cost); the GRPO arm trains on the trainer's own
-    rewards = dict(turn_reward=turn_reward, outcome_reward=outcome_reward) if cfg.reward_mode == "igpo" else {}
     trainer = train_policy(
         stage,
         model,

@@ -42,6 +42,7 @@ RANGES = {
     "clip_ratio_high": NON_NEGATIVE,
     "dual_clip": Range(1),
     "kl_coef": NON_NEGATIVE,
+    "search_cost": NON_NEGATIVE,
     "learning_rate": POSITIVE,
     "weight_decay": NON_NEGATIVE,
     "max_grad_norm": NON_NEGATIVE,
@@ -108,6 +109,13 @@ class IGPOConfig:
         default=True, metadata={"help": "Replace a malformed turn's reward by the penalty."}
     )
     format_penalty: float = field(default=-1.0, metadata={"help": "-1.0 x format_penalty_scale (1.0)."})
+    search_cost: float = field(
+        default=0.0,
+        metadata={
+            "help": "Subtracted from the turn reward of every search call (0: none, DR-Venus); a turn reward, so "
+            "reward_mode=grpo refuses it (notebook 04's turn-reward cell shows where it applies)."
+        },
+    )
     # --- advantages (DR-Venus: RL/verl/trainer/ppo/info_gain_advantage.py) -------------------------------------
     norm_mode: str = field(
         default="scaled_separate", metadata={"help": "joint | separate | scaled_separate | raw_ig."}
@@ -212,6 +220,11 @@ class IGPOConfig:
             raise ValueError(f"reward_mode must be one of {REWARD_MODES}, got {self.reward_mode!r}")
         if self.norm_mode not in NORM_MODES:
             raise ValueError(f"norm_mode must be one of {NORM_MODES}, got {self.norm_mode!r}")
+        if self.reward_mode == "grpo" and self.search_cost:
+            raise ValueError(
+                f"search_cost={self.search_cost} is a turn reward, and reward_mode=grpo has none: set "
+                "search_cost=0 for the GRPO arm"
+            )
 
         check_system_prompt_style(self.system_prompt_style)
         if self.vllm_mode not in VLLM_MODES:

@@ -336,7 +336,9 @@ class IGPOTrainer(AtomicCheckpoints, GRPOTrainer):
 
         # advantages over the whole batch (all processes), then this process's slice
         lengths = [len(ep.completion_ids) if r else 0 for ep, r in zip(episodes, rewards)]
-        everything = gather_object([(r, n, ep.group) for r, n, ep in zip(rewards, lengths, episodes)])
+        everything = gather_object(
+            [(r, n, ep.group, float(ep.judge_score)) for r, n, ep in zip(rewards, lengths, episodes)]
+        )
         stats: dict = dict(sampling)
         local_adv = process_advantages(everything, self.accelerator.process_index, len(episodes), self.igpo, stats)
 

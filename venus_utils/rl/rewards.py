@@ -26,6 +26,7 @@ one before turn ``j + 1`` starts) and the outcome on the last completion token, 
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
@@ -124,20 +125,38 @@ def judged_outcome_reward(ep: Episode) -> float:
     return float(ep.judge_score)
 
 
-def check_search_cost(cfg, search_cost: float) -> None:
-    """A search cost is a turn reward: ValueError when one is set with ``cfg.reward_mode='grpo'``, which has none."""
-    if cfg.reward_mode == "grpo" and search_cost:
-        raise ValueError(
-            f"search_cost={search_cost} is a turn reward, and reward_mode=grpo has none: set "
-            "search_cost=0 for the GRPO arm"
-        )
+def reward_fingerprint(fn: Callable | None) -> str | None:
+    """``"<name> sha256:<12 hex>"`` of a reward function's source text (notebook 04's reward cells, a module's
+    function), so a run's resume guard sees an edited cell; functions without source text (built by ``exec``) are
+    fingerprinted by their code (bytecode, constants, names).  None for None."""
+    if fn is None:
+        return None
+    import functools
+    import inspect
+    import textwrap
+
+    target = fn.func if isinstance(fn, functools.partial) else fn
+    name = getattr(target, "__qualname__", None) or type(target).__name__
+    try:
+        text = textwrap.dedent(inspect.getsource(target))
+        if isinstance(fn, functools.partial):
+            text += repr((fn.args, sorted(fn.keywords.items())))
+    except (OSError, TypeError):
+        text = repr(_code_identity(getattr(target, "__code__", None)))
+    return f"{name} sha256:{hashlib.sha256(text.encode('utf-8')).hexdigest()[:12]}"
 
 
-def reward_functions(cfg, search_cost: float = 0.0) -> tuple[Callable[[Episode], list], Callable[[Episode], float]]:
+def _code_identity(code) -> tuple:
+    if code is None:
+        return ()
+    consts = tuple(_code_identity(c) if hasattr(c, "co_code") else repr(c) for c in code.co_consts)
+    return (code.co_code.hex(), consts, code.co_names, code.co_varnames)
+
+
+def reward_functions(cfg) -> tuple[Callable[[Episode], list], Callable[[Episode], float]]:
     """``(turn_reward, outcome_reward)`` of ``cfg.reward_mode`` (an :class:`~.config.IGPOConfig`): DR-Venus's
-    (``igpo``, with ``cfg``'s format penalty, and :func:`with_search_cost` when ``search_cost`` is set) or the
-    outcome-only baseline (``grpo``; a search cost is refused, :func:`check_search_cost`)."""
-    check_search_cost(cfg, search_cost)
+    (``igpo``, with ``cfg``'s format penalty, and :func:`with_search_cost` when ``cfg.search_cost`` is set) or the
+    outcome-only baseline (``grpo``; the config refuses a search cost there)."""
     if cfg.reward_mode == "grpo":
         return no_turn_reward, judged_outcome_reward
     if cfg.reward_mode != "igpo":
@@ -145,7 +164,7 @@ def reward_functions(cfg, search_cost: float = 0.0) -> tuple[Callable[[Episode],
 
     def turn_reward(ep: Episode) -> list[float | None]:
         return with_search_cost(
-            igpo_turn_reward(ep, cfg.format_penalty, cfg.use_format_penalty), ep.tool_names, search_cost
+            igpo_turn_reward(ep, cfg.format_penalty, cfg.use_format_penalty), ep.tool_names, cfg.search_cost
         )
 
     return turn_reward, lambda ep: igpo_outcome_reward(ep, cfg.format_penalty, cfg.use_format_penalty)

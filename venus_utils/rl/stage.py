@@ -33,13 +33,15 @@ from ..stage import Stage
 from . import analysis
 from .config import IGPOConfig
 from .questions import rl_question_file
-from .rewards import Episode
+from .rewards import Episode, reward_fingerprint
 from .rollout import make_agent_rollout, unsolved_questions
 from .trainer import save_policy
 
 STAGE = "04_igpo_rl"
 
 #: IGPOConfig fields that may change when a run is resumed (its step limits and rollout engine)
+#: the reward functions a run can be given (notebook 04's cells); their fingerprints define the run
+REWARD_FUNCTIONS = ("turn_reward", "outcome_reward")
 RESUMABLE_FIELDS = {
     "max_steps",
     "save_steps",
@@ -68,17 +70,27 @@ def stage_inputs(stage: Stage, offline: bool, train_qa: str | Path | None) -> St
 
 
 def resume_settings(
-    cfg: IGPOConfig, sft_model: str | Path, question_pool: Sequence[dict], filter_samples: int = 0
+    cfg: IGPOConfig,
+    sft_model: str | Path,
+    question_pool: Sequence[dict],
+    filter_samples: int = 0,
+    rewards: dict[str, Callable] | None = None,
 ) -> dict[str, Any]:
     """What defines an RL run, for :func:`venus_utils.checkpoints.guard_resume`: the IGPO config without
-    :data:`RESUMABLE_FIELDS`, the SFT model, the question pool (before any filter: the filter samples) and the
-    filter setting."""
+    :data:`RESUMABLE_FIELDS` (``search_cost`` included), the SFT model, the question pool (before any filter: the
+    filter samples), the filter setting and the reward functions' fingerprints (:func:`~.rewards.reward_fingerprint`
+    of ``turn_reward`` / ``outcome_reward``: notebook 04's reward cells), so an edited reward cell is never trained
+    as a resume of the old rewards nor restored as the old model."""
+    unknown = sorted(set(rewards or {}) - set(REWARD_FUNCTIONS))
+    if unknown:
+        raise ValueError(f"unknown reward functions {unknown}: a run takes {', '.join(REWARD_FUNCTIONS)}")
     pool = hashlib.sha256("\n".join(str(r["id"]) for r in question_pool).encode()).hexdigest()[:16]
     return {
         **{k: v for k, v in cfg.to_dict().items() if k not in RESUMABLE_FIELDS},
         "sft_model": str(sft_model),
         "questions": f"{len(question_pool)} questions, sha256 {pool}",
         "filter_samples": filter_samples,
+        **{name: reward_fingerprint((rewards or {}).get(name)) for name in REWARD_FUNCTIONS},
     }
 
 
@@ -95,6 +107,7 @@ def resume(
     *,
     filter_samples: int = 0,
     max_time_minutes: float | None = None,
+    rewards: dict[str, Callable] | None = None,
 ) -> ResumePoint:
     """Where training starts in the stage folder: checkpoints of an earlier run with other :func:`resume_settings`
     are refused, not silently continued; a half-written one is skipped, a damaged one set aside
@@ -103,12 +116,15 @@ def resume(
     stage.hold()
     return prepare_resume(
         stage.dir,
-        resume_settings(cfg, sft_dir, question_pool, filter_samples),
+        resume_settings(cfg, sft_dir, question_pool, filter_samples, rewards),
         root=stage.run_dir,
         max_steps=cfg.max_steps,
         limits=finish_limits(cfg, max_time_minutes),
         main_process=is_main_process(),
-        defaults={f.name: f.default for f in fields(IGPOConfig) if f.name not in RESUMABLE_FIELDS},
+        defaults={
+            **{f.name: f.default for f in fields(IGPOConfig) if f.name not in RESUMABLE_FIELDS},
+            **dict.fromkeys(REWARD_FUNCTIONS),  # a run made before fingerprints: none recorded
+        },
     )  # a run made before a setting existed was made with its default
 
 

@@ -45,14 +45,14 @@ def process_advantages(
     gathered: Sequence[tuple], process_index: int, local_size: int, cfg: IGPOConfig, stats: dict | None = None
 ) -> list[list[float]]:
     """Advantages of one process's samples: computed on the gathered batch (every process's
-    ``(rewards, length, group)`` in process order), then sliced, so sharding changes nothing.  ``stats`` (if given)
-    also gets the batch's :func:`group_signal`."""
-    rewards, lengths, groups = zip(*gathered) if gathered else ((), (), ())
+    ``(rewards, length, group, judge score)`` in process order), then sliced, so sharding changes nothing.
+    ``stats`` (if given) also gets the batch's :func:`group_signal`."""
+    rewards, lengths, groups, scores = zip(*gathered) if gathered else ((), (), (), ())
     adv = compute_turn_advantages(
         list(rewards), list(lengths), list(groups), gamma=cfg.gamma, mode=cfg.norm_mode, eps=cfg.adv_eps, stats=stats
     )
     if stats is not None:
-        stats.update(group_signal(rewards, lengths, groups, adv))
+        stats.update(group_signal(lengths, groups, scores, adv))
     return adv[process_index * local_size : (process_index + 1) * local_size]
 
 
@@ -61,24 +61,26 @@ SIGNAL_TOLERANCE = 1e-6
 
 
 def group_signal(
-    rewards: Sequence[Mapping[int, float]],
     lengths: Sequence[int],
     groups: Sequence[Hashable],
+    judge_scores: Sequence[float],
     advantages: Sequence[Sequence[float]],
 ) -> dict[str, float]:
     """Which groups of a batch can move the policy at all (failed, zero-length rollouts take no part):
 
-    - ``groups_with_signal``: the share of groups whose rollouts did not all get the same outcome reward (a group
-      with one outcome has outcome advantages of zero: plain GRPO learns nothing from it);
+    - ``groups_with_signal``: the share of groups whose rollouts did not all get the same *judge score* (a group
+      judged all right or all wrong gives plain GRPO nothing to learn).  It counts the judge's verdicts, not the
+      outcome reward, so it means the same for every arm (IGPO's -1 format penalty on a malformed answer is not a
+      judged difference);
     - ``groups_with_any_signal``: the share of groups with some non-zero advantage, from the outcome or from turn
-      rewards (IGPO's information gain and format penalties; equal to the first under ``reward_mode='grpo'``).
+      rewards (IGPO's information gain and format penalties).
     """
     outcomes: dict[Hashable, list[float]] = defaultdict(list)
     moved: dict[Hashable, bool] = defaultdict(bool)
-    for r, n, g, adv in zip(rewards, lengths, groups, advantages):
+    for n, g, score, adv in zip(lengths, groups, judge_scores, advantages):
         if n <= 0:
             continue
-        outcomes[g].append(float(r.get(n - 1, 0.0)))
+        outcomes[g].append(float(score))
         moved[g] = moved[g] or any(abs(a) > SIGNAL_TOLERANCE for a in adv)
     k = len(outcomes)
     return {
