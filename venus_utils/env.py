@@ -56,26 +56,26 @@ def secret(name: str) -> str | None:
 
 #: A URL in running text (up to whitespace, quotes or brackets; a final punctuation mark is the sentence's).
 URL_RE = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>()\[\]{}]+(?<![.,;:!?])")
-#: Query parameters whose value is a credential (``?api-key=``, ``&token=``, ``sig=``...).
+#: Query parameters whose value is a credential (``?api-key=``, ``&authToken=``, ``clientSecret=``, ``sig=``...):
+#: a name ending in one of these words, whatever precedes it
 SECRET_PARAM_RE = re.compile(
-    r"(^|[-_])(api[-_]?keys?|apikey|key|keys|token|access[-_]?token|secret|password|passwd|pwd|sig|signature|"
-    r"auth|authorization|credential|credentials|code)$",
+    r"(key|keys|token|tokens|secret|secrets|password|passwd|pwd|sig|signature|auth|authorization|credentials?|"
+    r"code)$",
     re.IGNORECASE,
 )
 
 
 def redact_url(url: str) -> str:
-    """``url`` with its credentials masked: the userinfo (``user:password@`` -> ``user:***@``, a lone token ->
-    ``***@``) and the value of every key-like query or fragment parameter (``?api-key=***``)."""
+    """``url`` with its credentials masked: the whole userinfo (``user:password@`` and a lone token alike ->
+    ``***@``: the user part is often the token itself) and the value of every key-like query or fragment parameter
+    (``?api-key=***``)."""
     try:
         parts = urlsplit(url)
     except ValueError:
         return url
     netloc = parts.netloc
     if "@" in netloc:
-        userinfo, host = netloc.rsplit("@", 1)
-        user, sep, _password = userinfo.partition(":")
-        netloc = f"{user}:***@{host}" if sep else f"***@{host}"
+        netloc = "***@" + netloc.rsplit("@", 1)[1]
 
     def clean(query: str) -> str:
         out = []

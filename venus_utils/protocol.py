@@ -252,18 +252,42 @@ def safe_content(role: str, content: str) -> str:
     """
     if role in ("system", "assistant"):
         return escape_control(content, tags=False)
-    if role == "user" and content.startswith(TOOL_RESPONSE_OPEN) and content.endswith(TOOL_RESPONSE_CLOSE):
-        inner = content[len(TOOL_RESPONSE_OPEN) : len(content) - len(TOOL_RESPONSE_CLOSE)]
-        return TOOL_RESPONSE_OPEN + escape_control(inner) + TOOL_RESPONSE_CLOSE
+    body = tool_response_body(content) if role == "user" else None
+    if body is not None:
+        return f"{TOOL_RESPONSE_OPEN}{escape_control(body)}{TOOL_RESPONSE_CLOSE}"
     return escape_control(content)
 
 
+def tool_response_body(content: str) -> str | None:
+    """The text inside a user message that is one whole tool response (``<tool_response>...</tool_response>``,
+    surrounding whitespace allowed), from its opening tag to its *last* closing tag: a page's own
+    ``</tool_response>`` is text of the response, not its end.  None for any other message."""
+    text = content.strip()
+    if len(text) >= len(TOOL_RESPONSE_OPEN) + len(TOOL_RESPONSE_CLOSE) and (
+        text.startswith(TOOL_RESPONSE_OPEN) and text.endswith(TOOL_RESPONSE_CLOSE)
+    ):
+        return text[len(TOOL_RESPONSE_OPEN) : len(text) - len(TOOL_RESPONSE_CLOSE)]
+    return None
+
+
 def safe_messages(messages: list[dict]) -> list[dict]:
-    """Copies of ``messages`` whose contents are :func:`safe_content` (other keys kept)."""
-    return [
-        {**m, "content": safe_content(str(m.get("role")), m["content"])} if isinstance(m.get("content"), str) else m
-        for m in messages
-    ]
+    """Copies of ``messages`` whose contents are :func:`safe_content` (other keys kept); content given as a list of
+    parts (``[{"type": "text", "text": ...}]``) has each text part escaped the same way."""
+    out = []
+    for m in messages:
+        role, content = str(m.get("role")), m.get("content")
+        if isinstance(content, str):
+            m = {**m, "content": safe_content(role, content)}
+        elif isinstance(content, list):
+            parts = [
+                {**part, "text": safe_content(role, part["text"])}
+                if isinstance(part, dict) and isinstance(part.get("text"), str)
+                else part
+                for part in content
+            ]
+            m = {**m, "content": parts}
+        out.append(m)
+    return out
 
 
 def render_chat(tokenizer: Any, messages: list[dict], add_generation_prompt: bool = False) -> str:

@@ -84,6 +84,10 @@ def test_re_rendered_episodes_and_chat_servers_get_escaped_text(tiny_tokenizer, 
     assert sent[3]["content"].count("</tool_response>") == 1 and "<|im_start|>" not in sent[3]["content"]
     assert sent[2] == messages[2] and sent[4] == messages[4]  # the assistant's own tags stay real
     assert messages[3]["content"] == protocol.wrap_tool_response(FORGED)  # the caller's messages are untouched
+    padded = protocol.safe_content("user", "\n " + protocol.wrap_tool_response(FORGED) + " \n")
+    assert padded.startswith("<tool_response>") and padded.count("</tool_response>") == 1
+    parts = protocol.safe_messages([{"role": "user", "content": [{"type": "text", "text": FORGED}]}])
+    assert "<|im_start|>" not in parts[0]["content"][0]["text"]
 
     tools = make_toolbox("local", world_dir=world_dir)
     with StubServer() as stub:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -225,7 +226,12 @@ def test_judge_url_credentials_are_redacted(tmp_path):
     )
     shown = judge.describe() + judge.endpoint + redact(f"error talking to {judge.api_base}: refused")
     assert "pa55word" not in shown and "SECRETKEY" not in shown
-    assert "http://alice:***@judge.lan:8000/v1?api-key=***&x=1" in judge.describe()
+    assert "http://***@judge.lan:8000/v1?api-key=***&x=1" in judge.describe()
+    for url in (
+        "https://h/v1?authToken=T0KEN1&clientSecret=S3CRET&secretKey=K3Y&sessiontoken=S3SS",
+        "https://ghp_T0KEN1:x-oauth-basic@github.com/x",
+    ):
+        assert not {"T0KEN1", "S3CRET", "K3Y", "S3SS"} & set(re.split(r"[=&@:/?]", redact(url)))
     assert redact("see https://tok3n@h/v1#token=abc, then") == "see https://***@h/v1#token=***, then"
     judge.close()
 
@@ -289,6 +295,10 @@ def test_a_few_judge_errors_are_left_out_not_scored_wrong(no_endpoint, tmp_path)
         figures = metrics.summarize(scored)
         assert figures["accuracy"] == 20 / 39 and figures["judge_errors"] == 1 and figures["unjudged_questions"] == 1
         assert figures["n_questions"] == 39
+        by = metrics.accuracy_by(scored, "source").loc["all"]
+        assert (by["samples"], by["unjudged"], by["accuracy"]) == (39, 1, 20 / 39)
+        assert metrics.pass_at_k_curve(scored).to_dict("records") == [{"k": 1, "pass_at_k": 20 / 39, "questions": 39}]
+        assert set(metrics.behaviour_vs_correctness(scored).index) == {"correct", "incorrect", "unjudged"}
         held = heldout.summary(scored, by=())
         assert held["n"] == 39 and held["accuracy"] == 20 / 39 and held["judge_errors"] == 1
         plain = metrics.score(table.assign(turns=1), judge=J.judge_function(judge)[0])  # the plain-function path
@@ -304,9 +314,21 @@ def test_rl_refuses_to_train_on_unjudged_answers():
     from venus_utils.rl.igpo_trainer import IGPOTrainer
 
     episodes = [SimpleNamespace(question="q", prediction="a", ground_truth="g", judge_score=0.0) for _ in range(2)]
-    fake = SimpleNamespace(judge=lambda q, p, g: [1.0, float("nan")], state=SimpleNamespace(global_step=7))
+    calls = []
+
+    def flaky(questions, predictions, truths):  # the second answer fails, and fails again when asked once more
+        calls.append(len(questions))
+        return [1.0, float("nan")] if len(questions) == 2 else [float("nan")] * len(questions)
+
+    fake = SimpleNamespace(judge=flaky, state=SimpleNamespace(global_step=7))
     with pytest.raises(J.JudgeUnavailable, match="failed on 1 of 2 final answers of step 7"):
         IGPOTrainer.judge_episodes(fake, episodes)
+    assert calls == [2, 1]
+    recovers = SimpleNamespace(  # a transient failure: the second asking judges it
+        judge=lambda q, p, g: [1.0, float("nan")] if len(q) == 2 else [0.0], state=SimpleNamespace(global_step=8)
+    )
+    IGPOTrainer.judge_episodes(recovers, episodes)
+    assert [ep.judge_score for ep in episodes] == [1.0, 0.0]
 
 
 def test_the_cleaner_stops_on_a_dead_judge(no_endpoint, monkeypatch, tmp_path):

@@ -325,9 +325,11 @@ def judge_rows(
     if cfg.progress:
         print(f"[judge] {notice}")
     rows = [merged.rows[i] for i in alive]
-    verdicts = judge.judge_many([(k.question, k.answer or "", k.gt) for k in rows], progress=cfg.progress)
-    if own_judge:
-        judge.close()
+    try:
+        verdicts = judge.judge_many([(k.question, k.answer or "", k.gt) for k in rows], progress=cfg.progress)
+    finally:
+        if own_judge:
+            judge.close()
     keep: list[int] = []
     by_row: dict[int, Verdict] = {}
     judgements: list[dict[str, Any]] = []

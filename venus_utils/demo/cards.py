@@ -101,11 +101,9 @@ def _tool_body(message: dict) -> str | None:
         return content
     if message.get("role") != "user":
         return None
-    body = content.strip()
-    if body.startswith(protocol.TOOL_RESPONSE_OPEN) and body.endswith(protocol.TOOL_RESPONSE_CLOSE):
-        # the whole response, from its opening tag to its last closing tag: a page's own "</tool_response>" is
-        # text of the response, not its end (the model saw it escaped, see protocol.safe_content)
-        return body[len(protocol.TOOL_RESPONSE_OPEN) : len(body) - len(protocol.TOOL_RESPONSE_CLOSE)].strip()
+    body = protocol.tool_response_body(content)  # the whole response: a page's "</tool_response>" does not end it
+    if body is not None:
+        return body.strip()
     match = protocol.TOOL_RESPONSE_RE.search(content)
     return match.group(1).strip() if match else None
 

@@ -3,9 +3,9 @@
 Ground truths may hold several acceptable answers joined by ``<|answer_split|>`` (DR-Venus's QA data), or
 be a list of them; every metric takes the best alias.
 
-Normalisation (SQuAD-style, made robust to what deep-research agents write): Unicode NFKC, thousands
-separators inside numbers removed (``13,186`` -> ``13186``), lower-case, markdown emphasis and punctuation
-dropped, articles (a / an / the) removed, CJK characters one token each.
+Normalisation (SQuAD-style, made robust to what deep-research agents write): Unicode NFKC, accents dropped,
+thousands separators inside numbers removed (``13,186`` -> ``13186``), lower-case, markdown emphasis and
+punctuation dropped, articles (a / an / the) removed, CJK characters one token each.
 
 :func:`states_answer` is the offline judge's rule: the answer must *state* an alias, not resemble one (token F1
 accepts a first name alone, a namesake one letter off, a company sharing a word with the truth).
@@ -46,13 +46,17 @@ def aliases(ground_truth: Any) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+def _fold(text: str) -> str:
+    """Thousands separators out of numbers, Unicode NFKC, accents dropped ("São" -> "Sao"); case kept."""
+    text = unicodedata.normalize("NFKD", _THOUSANDS_RE.sub("", text))
+    return unicodedata.normalize("NFKC", "".join(ch for ch in text if not unicodedata.combining(ch)))
+
+
 def answer_tokens(text: Any) -> list[str]:
     """The normalised tokens of an answer."""
     if text is None:
         return []
-    text = _THOUSANDS_RE.sub("", str(text))
-    text = unicodedata.normalize("NFKC", text).lower()
-    return [t for t in _TOKEN_RE.findall(text) if t not in ARTICLES]
+    return [t for t in _TOKEN_RE.findall(_fold(str(text)).lower()) if t not in ARTICLES]
 
 
 def normalize_answer(text: Any) -> str:
@@ -86,12 +90,6 @@ def token_f1(prediction: Any, ground_truth: Any, set_based: bool = False) -> flo
     return max((_f1(pred, answer_tokens(a), set_based) for a in aliases(ground_truth)), default=0.0)
 
 
-def contains_answer(prediction: Any, ground_truth: Any) -> bool:
-    """Whether some alias appears as a whole-token span of the prediction."""
-    pred = f" {normalize_answer(prediction)} "
-    return any(gold and f" {gold} " in pred for gold in map(normalize_answer, aliases(ground_truth)))
-
-
 def answer_spans(prediction: Any) -> list[str]:
     """The prediction, then the parts an agent uses to state its answer: **bold** spans and the first line."""
     text = "" if prediction is None else str(prediction).strip()
@@ -109,31 +107,57 @@ def best_span_f1(prediction: Any, ground_truth: Any) -> float:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# The strict offline judge: an answer states an alias, near misses are refused
+# The strict offline judge: an answer states an alias, near misses and hedges are refused
 
-
-#: capitalised words that may stand next to a name without being part of it ("In Naduia.", "Answer: Kosa Midor")
-_FUNCTION_WORDS = frozenset(
+#: words that may stand next to a name without being part of it: function words, answer labels, titles and
+#: suffixes, sentence adverbs ("In Naduia.", "Answer: Kosa Midor", "Dr. Kosa Midor Jr.", "Probably Paris")
+_FREE_WORDS = frozenset(
     "in at by from of on to for and or but is was are were it its he she they his her their this that "
-    "answer final born founded located yes no so".split()
+    "answer final born founded located yes no so thus hence therefore "
+    "dr mr mrs ms prof professor president sir dame lord lady king queen saint st jr sr ii iii iv "
+    "probably clearly likely perhaps maybe definitely certainly actually indeed".split()
 )
+#: words that turn a list of candidates into a hedge ("Paris or Rome", "not Paris, Rome")
+_HEDGE_WORDS = frozenset("or nor not either neither versus vs".split())
 _JOINED_RE = re.compile(r"[\s\-'’.]*")  # what may join two words of one name ("Jean-Luc", "O'Neil", "J. Doe")
+_ITEM_SPLIT_RE = re.compile(r"[,;]|\s/\s|(?<=\w)/(?=\w)")
+_LABELLED_RE = re.compile(r"^\s*[^\W\d_][^:\d]{0,39}:\s*(\S.*)$")  # "Capacity: 13,186" -> "13,186"
+_MONTHS = {
+    m[:3]: i
+    for i, m in enumerate(
+        "january february march april may june july august september october november december".split(), 1
+    )
+}
+_MONTH = r"(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?"
+_DATE_RES = (
+    (re.compile(r"\b(\d{4})-(\d{1,2})-(\d{1,2})\b"), ("y", "m", "d")),
+    (re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH},?\s+(\d{{4}})\b", re.I), ("d", "M", "y")),
+    (re.compile(rf"\b{_MONTH}\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+(\d{{4}})\b", re.I), ("M", "d", "y")),
+)
 
 
-def _words(text: str) -> list[tuple[str, str, int, int]]:
-    """``(normalised token, raw token, start, end)`` of each token of ``text`` (articles included)."""
-    text = unicodedata.normalize("NFKC", _THOUSANDS_RE.sub("", text))
+def _dates(text: str) -> set[tuple[int, int, int]]:
+    """The (year, month, day) of every full date in ``text`` (ISO, "5 March 1931", "March 5, 1931")."""
+    found = set()
+    for pattern, order in _DATE_RES:
+        for m in pattern.finditer(text):
+            parts = dict(zip(order, m.groups()))
+            month = _MONTHS[parts["M"][:3].lower()] if "M" in parts else int(parts["m"])
+            found.add((int(parts["y"]), month, int(parts["d"])))
+    return found
+
+
+def _words(text: str) -> tuple[list[tuple[str, str, int, int]], str]:
+    """``(normalised token, raw token, start, end)`` of each token of ``text`` (articles included), and the folded
+    text the positions refer to."""
+    text = _fold(text)
     return [(m.group(0).lower(), m.group(0), m.start(), m.end()) for m in _TOKEN_RE.finditer(text)], text
-
-
-def _is_number(token: str) -> bool:
-    return token.isdigit()
 
 
 def _extends(text: str, inner: tuple, outer: tuple | None, numeric: bool) -> bool:
     """Whether ``outer`` (the word next to a match, or None) is part of the same name or number as ``inner``: joined
     to it by nothing but spaces, hyphens, apostrophes or dots, and a digit (for a number) or a capitalised word that
-    is not a function word (for a name)."""
+    is not a free word (for a name)."""
     if outer is None:
         return False
     gap = text[min(inner[3], outer[3]) : max(inner[2], outer[2])]
@@ -141,13 +165,38 @@ def _extends(text: str, inner: tuple, outer: tuple | None, numeric: bool) -> boo
         return False
     if numeric:
         return outer[0].isdigit()
-    return outer[1][:1].isupper() and outer[0] not in _FUNCTION_WORDS or outer[0].isdigit()
+    return (outer[1][:1].isupper() and outer[0] not in _FREE_WORDS) or outer[0].isdigit()
+
+
+def _candidates(text: str, numeric: bool, exclude: set[str]) -> int:
+    """How many answer-like words ``text`` holds besides ``exclude``: numbers (a numeric truth) or capitalised words
+    that are not free words (a name)."""
+    words, _ = _words(text)
+    if numeric:
+        return sum(w[0].isdigit() and w[0] not in exclude for w in words)
+    return sum(w[1][:1].isupper() and w[0] not in _FREE_WORDS and w[0] not in exclude for w in words)
+
+
+def _hedged(span: str, gold: list[str], numeric: bool) -> bool:
+    """Whether ``span`` names other candidates beside the truth: with "or" / "not" / "either" / a slash, as a list
+    in which the truth is not the first item, or as a list of three or more candidates."""
+    exclude = set(gold) | _FREE_WORDS
+    if not _candidates(span, numeric, exclude):
+        return False
+    words, _ = _words(span)
+    if any(w[0] in _HEDGE_WORDS for w in words) or "/" in span:
+        return True
+    items = [item for item in _ITEM_SPLIT_RE.split(span) if item.strip()]
+    first = answer_tokens(items[0]) if items else []
+    in_first = any(first[k : k + len(gold)] == gold for k in range(len(first) - len(gold) + 1))
+    named = sum(_candidates(item, numeric, set(gold)) > 0 for item in items)
+    return (not in_first and _candidates(items[0], numeric, set(gold)) > 0) or named >= 3
 
 
 def _states(span: str, alias: str) -> bool:
-    """Whether ``span`` states ``alias``: equal to it after normalisation, or containing it as a whole name (not
-    inside a longer capitalised name, e.g. "Naduia" in "Naduia City"); a number must be the span's only number of its
-    length (so "1985 or 1958" states neither)."""
+    """Whether ``span`` states ``alias``: equal to it after normalisation, or holding it as a whole name (not inside
+    a longer capitalised name: "Naduia" is not stated by "Naduia City") or number (not inside a longer one), without
+    hedging between it and other candidates ("Paris or Rome", "1985 or 1958", "Rome, Paris")."""
     gold = answer_tokens(alias)
     if not gold:
         return False
@@ -155,9 +204,7 @@ def _states(span: str, alias: str) -> bool:
     content = [w for w in words if w[0] not in ARTICLES]
     if [w[0] for w in content] == gold:
         return True
-    numeric = len(gold) == 1 and _is_number(gold[0])
-    if numeric and any(_is_number(w[0]) and len(w[0]) == len(gold[0]) and w[0] != gold[0] for w in content):
-        return False
+    numeric = all(t.isdigit() for t in gold)
     n = len(gold)
     for i in range(len(content) - n + 1):
         if [w[0] for w in content[i : i + n]] != gold:
@@ -165,20 +212,18 @@ def _states(span: str, alias: str) -> bool:
         before = content[i - 1] if i > 0 else None
         after = content[i + n] if i + n < len(content) else None
         if not _extends(text, content[i], before, numeric) and not _extends(text, content[i + n - 1], after, numeric):
-            return True
+            return not _hedged(span, gold, numeric)
     return False
 
 
-def stated_spans(prediction: Any) -> list[str]:
-    """The spans an answer is judged by: its **bold** spans when it has any (the answer it highlights), else the
-    whole text and its first line."""
-    text = "" if prediction is None else str(prediction).strip()
-    bold = [a or b for a, b in _BOLD_RE.findall(text)]
-    spans = bold if any(b.strip() for b in bold) else answer_spans(text)
-    return [s for s in dict.fromkeys(spans) if s.strip()]
-
-
-_LABELLED_RE = re.compile(r"^\s*[^\W\d_][^:\d]{0,39}:\s*(\S.*)$")  # "Capacity: 13,186" -> "13,186"
+def _bold_answers(text: str) -> list[str]:
+    """The **bold** spans of ``text`` that are not labels ("**Answer:** Paris", "**Note**: ...")."""
+    out = []
+    for m in _BOLD_RE.finditer(text):
+        span = (m.group(1) or m.group(2) or "").strip()
+        if span and not span.endswith(":") and not text[m.end() :].lstrip().startswith(":"):
+            out.append(span)
+    return out
 
 
 def judged_aliases(ground_truth: Any) -> list[str]:
@@ -194,8 +239,29 @@ def judged_aliases(ground_truth: Any) -> list[str]:
 
 
 def states_answer(prediction: Any, ground_truth: Any) -> bool:
-    """The strict offline judge: ``prediction`` states one of the ground truth's aliases (:func:`_states` on
-    :func:`stated_spans`, aliases from :func:`judged_aliases`).  Case, articles, punctuation and markdown do not
-    matter; partial names, namesakes one letter or syllable off, entities that only share a word with the truth and
-    other years are refused."""
-    return any(_states(span, alias) for span in stated_spans(prediction) for alias in judged_aliases(ground_truth))
+    """The strict offline judge: ``prediction`` states one of the ground truth's aliases (:func:`judged_aliases`).
+
+    - A **bold** span (not a label) is the stated answer: one that states an alias is accepted, one that holds
+      another candidate of the truth's kind (a name, a number) is refused, whatever the rest says;
+    - else the whole text and its first line are judged (:func:`_states`): case, articles, punctuation, accents and
+      markdown do not matter; partial names, namesakes one letter or syllable off, entities that only share a word
+      with the truth, other years and hedges between candidates are refused;
+    - a date is compared as a date ("March 5, 1931" states "5 March 1931" and "1931-03-05").
+    """
+    text = "" if prediction is None else str(prediction).strip()
+    golds = judged_aliases(ground_truth)
+    if not text or not golds:
+        return False
+    gold_dates = set().union(*(_dates(_fold(a)) for a in golds))
+    if gold_dates:
+        said = _dates(_fold(text))
+        if said:
+            return said <= gold_dates
+    bold = _bold_answers(text)
+    if bold:
+        if any(_states(span, alias) for span in bold for alias in golds):
+            return True
+        numeric = all(all(t.isdigit() for t in answer_tokens(a)) for a in golds)
+        if any(_candidates(span, numeric, set()) for span in bold):
+            return False
+    return any(_states(span, alias) for span in answer_spans(text) for alias in golds)

@@ -199,8 +199,9 @@ class Judge:
         self.fallback, self.max_error_share = fallback, float(max_error_share)
         self.errors = 0  # LLM failures seen (all batches)
         self.fallbacks = 0  # of which judged offline instead (fallback="offline")
-        self._dead: str | None = None  # set after DEAD_AFTER failures and no success: the endpoint is down
-        self._successes = 0
+        # per batch (judge_many): set after DEAD_AFTER failures and no success, the endpoint counts as down
+        self._dead: str | None = None
+        self._batch_errors = self._batch_successes = 0
         self._cache = _Cache(cache_path or default_cache_path()) if self.api_base else None
         self._client = None
 
@@ -319,11 +320,12 @@ class Judge:
         except RuntimeError as exc:
             with _STATE_LOCK:
                 self.errors += 1
-                if self._successes == 0 and self.errors >= DEAD_AFTER:
-                    self._dead = f"endpoint given up on after {self.errors} failures and no success: {exc}"
+                self._batch_errors += 1
+                if self._batch_successes == 0 and self._batch_errors >= DEAD_AFTER:
+                    self._dead = f"endpoint given up on after {self._batch_errors} failures and no success: {exc}"
             return Verdict(False, "error", self.name, error=str(exc))
         with _STATE_LOCK:
-            self._successes += 1
+            self._batch_successes += 1
         correct = parse_verdict(reply)
         if correct is None:  # DR-Venus scores an unreadable reply 0; not cached so a rerun asks again
             return Verdict(False, "error", self.name, reply=reply, error="no 'correct: yes|no' in the judge's reply")
@@ -366,10 +368,15 @@ class Judge:
         items = list(items)
         out: list[Verdict | None] = [self._shortcut(a, g) for _, a, g in items]
         todo = [i for i, v in enumerate(out) if v is None]
-        if todo:
+        self._dead, self._batch_errors, self._batch_successes = None, 0, 0  # each batch tries the endpoint afresh
+        for attempt in range(2):  # the answers that failed get one more round (a transient failure)
+            ask = todo if attempt == 0 else [i for i in todo if out[i].method == "error" and self._dead is None]
+            if not ask:
+                break
             with ThreadPoolExecutor(self.max_workers) as pool:
-                results = pool.map(lambda i: self._llm(*items[i]), todo)
-                for i, verdict in zip(todo, tqdm(results, total=len(todo), desc="judge", disable=not progress)):
+                results = pool.map(lambda i: self._llm(*items[i]), ask)
+                bar = tqdm(results, total=len(ask), desc="judge", disable=not progress or attempt > 0)
+                for i, verdict in zip(ask, bar):
                     out[i] = verdict
         return self._settle_errors(items, out, len(todo))  # type: ignore[arg-type]
 

@@ -133,30 +133,36 @@ def per_question(scored: pd.DataFrame) -> pd.DataFrame:
 
 
 def pass_at_k_curve(scored: pd.DataFrame, ks: Iterable[int] | None = None, by: str | None = None) -> pd.DataFrame:
-    """Mean pass@k over questions for each ``k`` (``k <= `` the smallest sample count), optionally per ``by``.
+    """Mean pass@k over questions for each ``k`` (up to the largest judged sample count), optionally per ``by``.
 
-    Returns columns ``k``, ``pass_at_k`` (and ``by``).
+    Each ``k`` averages the questions with at least ``k`` judged samples (all of them, unless the judge failed on
+    some answers); ``questions`` says how many.  Returns columns ``k``, ``pass_at_k``, ``questions`` (and ``by``).
     """
     pq = per_question(scored)
     groups = [(None, pq)] if by is None else list(pq.groupby(by, sort=True))
     rows = []
     for key, part in groups:
-        n_min = int(part["n"].min())
-        for k in sorted(set(ks or range(1, n_min + 1))):
-            if k > n_min:
+        n_max = int(part["n"].max()) if len(part) else 0
+        for k in sorted(set(ks or range(1, n_max + 1))):
+            enough = part[part["n"] >= k]
+            if k < 1 or not len(enough):
                 continue
-            value = float(np.mean([pass_at_k(int(n), int(c), k) for n, c in zip(part["n"], part["c"])]))
-            rows.append({**({by: key} if by else {}), "k": k, "pass_at_k": value})
+            value = float(np.mean([pass_at_k(int(n), int(c), k) for n, c in zip(enough["n"], enough["c"])]))
+            rows.append({**({by: key} if by else {}), "k": k, "pass_at_k": value, "questions": len(enough)})
     return pd.DataFrame(rows)
 
 
 def accuracy_by(scored: pd.DataFrame, by: str = "source") -> pd.DataFrame:
-    """Per group of ``by`` (and overall): questions, samples, judged accuracy, EM, F1 and mean turns."""
+    """Per group of ``by`` (and overall): questions and samples judged, judged accuracy, EM, F1, mean turns, and
+    the samples the judge failed on (``unjudged``: in no other column)."""
 
     def agg(part: pd.DataFrame) -> dict:
+        unjudged = part["correct"].isna()
+        part = part[~unjudged]
         return {
             "questions": part["id"].nunique(),
             "samples": len(part),
+            "unjudged": int(unjudged.sum()),
             "accuracy": part["correct"].mean(),
             "em": part["em"].mean(),
             "f1": part["f1"].mean(),
@@ -168,7 +174,17 @@ def accuracy_by(scored: pd.DataFrame, by: str = "source") -> pd.DataFrame:
     return (
         pd.DataFrame(rows)
         .T.rename_axis(by)
-        .astype({"questions": int, "samples": int, "accuracy": float, "em": float, "f1": float, "turns": float})
+        .astype(
+            {
+                "questions": int,
+                "samples": int,
+                "unjudged": int,
+                "accuracy": float,
+                "em": float,
+                "f1": float,
+                "turns": float,
+            }
+        )
     )
 
 
@@ -177,10 +193,17 @@ def accuracy_by_source(scored: pd.DataFrame) -> pd.DataFrame:
     return accuracy_by(scored, "source")
 
 
+def verdicts(correct: pd.Series) -> pd.Series:
+    """``correct`` as words: correct, incorrect, or unjudged (the judge failed: not a wrong answer)."""
+    return pd.Series(
+        np.where(correct.isna(), "unjudged", np.where(correct >= 1, "correct", "incorrect")), index=correct.index
+    )
+
+
 def behaviour_vs_correctness(scored: pd.DataFrame) -> pd.DataFrame:
-    """Turns, tool calls and parse errors of correct against incorrect samples (mean and median)."""
+    """Turns, tool calls and parse errors of correct against incorrect (and unjudged) samples (mean and median)."""
     cols = [c for c in ("turns", "tool_call_count", "parse_error_count") if c in scored]
-    table = scored.assign(outcome=np.where(scored["correct"] >= 1, "correct", "incorrect")).groupby("outcome")[cols]
+    table = scored.assign(outcome=verdicts(scored["correct"])).groupby("outcome")[cols]
     return table.agg(["mean", "median", "count"])
 
 

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from ..io import atomic_path
+from .metrics import verdicts
 
 
 def _figure(ax, size=(6, 3.5)):
@@ -63,8 +64,8 @@ def turns_vs_correctness(scored: pd.DataFrame, ax=None, path=None, title="Turns 
     import seaborn as sns
 
     fig, ax = _figure(ax)
-    data = scored.assign(outcome=scored["correct"].map(lambda v: "correct" if v >= 1 else "incorrect"))
-    order = [o for o in ("correct", "incorrect") if o in set(data["outcome"])]
+    data = scored.assign(outcome=verdicts(scored["correct"]))
+    order = [o for o in ("correct", "incorrect", "unjudged") if o in set(data["outcome"])]
     sns.histplot(
         data=data,
         x="turns",
@@ -73,7 +74,7 @@ def turns_vs_correctness(scored: pd.DataFrame, ax=None, path=None, title="Turns 
         multiple="dodge",
         discrete=True,
         shrink=0.8,
-        palette={"correct": "#2ca02c", "incorrect": "#d62728"},
+        palette={"correct": "#2ca02c", "incorrect": "#d62728", "unjudged": "#7f7f7f"},
         ax=ax,
     )
     ax.set(xlabel="turns", ylabel="samples", title=title)

@@ -61,7 +61,8 @@ def train(args: argparse.Namespace) -> dict:
     sft_dir, world_dir, train_file = stage_inputs(stage, params["offline"], params["train_qa"])
     stage.dir.mkdir(parents=True, exist_ok=True)
     model, tokenizer = load_policy(sft_dir, params["device"])
-    judge_fn, judge_description = judge_function(params["judge"])
+    grader = Judge.from_env(params["judge"])  # one judge: its describe() at the end counts any offline fallbacks
+    judge_fn, _ = judge_function(grader)
     tools = make_toolbox("local", world_dir) if params["offline"] else make_toolbox("web")
     train_rows = qa_rows(train_file, params["train_questions"], cfg.seed)
     filter_samples = int(params.get("filter_samples") or 0)
@@ -97,7 +98,7 @@ def train(args: argparse.Namespace) -> dict:
             stage, sft_dir, params["heldout_qa"], world_dir, params["heldout_n"], cfg.seed, params["device"]
         )
         if questions is not None:  # the same greedy held-out evaluation as notebooks 03-05
-            kw = dict(world_dir=world_dir, tools=tools, judge=Judge.from_env(params["judge"]))
+            kw = dict(world_dir=world_dir, tools=tools, judge=grader)
             comparison = ho.compare(
                 heldout_sft(stage, sft_dir, questions, settings, **kw), heldout_rl(stage, questions, settings, **kw)
             )
@@ -109,7 +110,7 @@ def train(args: argparse.Namespace) -> dict:
             sft_dir=sft_dir,
             train_file=train_file,
             questions=counts,
-            judge=judge_description,
+            judge=grader.describe(),
             comparison=comparison,
         ),
         launched_from="python -m venus_utils.rl train",

@@ -234,7 +234,17 @@ class IGPOTrainer(AtomicCheckpoints, GRPOTrainer):
             [ep.prediction or "" for ep in episodes],
             [ep.ground_truth for ep in episodes],
         )
-        unjudged = sum(math.isnan(float(s)) for s in scores)
+        scores = [float(s) for s in scores]
+        failed = [i for i, s in enumerate(scores) if math.isnan(s)]
+        if failed:  # once more for the answers the judge failed on (a transient failure)
+            again = self.judge(
+                [episodes[i].question for i in failed],
+                [episodes[i].prediction or "" for i in failed],
+                [episodes[i].ground_truth for i in failed],
+            )
+            for i, s in zip(failed, again, strict=True):
+                scores[i] = float(s)
+        unjudged = sum(math.isnan(s) for s in scores)
         if unjudged:  # an unjudged answer is neither right nor wrong: no outcome reward can be given for it
             raise JudgeUnavailable(
                 f"the judge failed on {unjudged} of {len(scores)} final answers of step {self.state.global_step}; "

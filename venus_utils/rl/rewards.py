@@ -26,8 +26,11 @@ one before turn ``j + 1`` starts) and the outcome on the last completion token, 
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import inspect
 import math
+import textwrap
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -131,10 +134,6 @@ def reward_fingerprint(fn: Callable | None) -> str | None:
     fingerprinted by their code (bytecode, constants, names).  None for None."""
     if fn is None:
         return None
-    import functools
-    import inspect
-    import textwrap
-
     target = fn.func if isinstance(fn, functools.partial) else fn
     name = getattr(target, "__qualname__", None) or type(target).__name__
     try:

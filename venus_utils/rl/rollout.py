@@ -218,10 +218,10 @@ def unsolved_questions(
     result = evaluate_accuracy(model, tokenizer, rows, tools, judge, cfg, samples=samples, agent_cfg=agent_cfg)
     right: dict[str, list[float]] = {}
     for p in result["predictions"]:
-        if not math.isnan(p["correct"]):  # a sample the judge failed on tells nothing
-            right.setdefault(p["question"], []).append(p["correct"])
-    rate = {q: sum(v) / len(v) for q, v in right.items()}
-    kept = [r for r in rows if rate.get(r["question"], 0.0) < 1.0]  # unjudged questions are kept
+        right.setdefault(p["question"], []).append(p["correct"])
+    # a question with a sample the judge failed on is not known to be always solved: it is kept, counted unjudged
+    rate = {q: sum(v) / len(v) for q, v in right.items() if not any(math.isnan(x) for x in v)}
+    kept = [r for r in rows if rate.get(r["question"], 0.0) < 1.0]
     counts = {
         "candidates": len(rows),
         "always_solved": sum(1 for v in rate.values() if v == 1.0),

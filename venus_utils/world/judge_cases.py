@@ -6,7 +6,8 @@ what kind of case it is.  Accepted kinds state an alias (as written, lower-case,
 sentence, with trailing punctuation); refused kinds are the near misses the tiny agent and RL produce: a first name
 alone, a namesake one letter or one syllable off, a person sharing only the surname, a company sharing only its stem,
 a city named like the country, another entity of the same type, a year with its digits swapped or one off, a hedge
-between two years, a wrong answer in bold with the right one mentioned after it.
+between two years, a wrong answer in bold with the right one mentioned after it, a hedge between the truth and
+another entity ("A or B"), a list of candidates with the truth among them.
 
 ``tests/eval/test_judge_cases.py`` checks the offline judge on it (>= 99% of near misses refused, >= 99% of aliases
 accepted); notebook 05 can show it as a table.
@@ -32,6 +33,8 @@ REFUSE_KINDS = (
     "year_off_by_one",
     "year_hedge",
     "bold_wrong",
+    "hedge",
+    "candidate_list",
 )
 
 
@@ -92,6 +95,10 @@ def labelled_cases(seed: int = 0, size: str = "tiny", namesake_rate: float = 0.5
         other = rng.choice(others)
         cases.append(_case(other.name, truth, False, "same_type"))
         cases.append(_case(f"**{other.name}** (some pages say {e.name})", truth, False, "bold_wrong"))
+        first, second = (e.name, other.name) if rng.random() < 0.5 else (other.name, e.name)
+        cases.append(_case(f"{first} or {second}", truth, False, "hedge"))
+        third = rng.choice([o for o in others if o is not other] or [other])
+        cases.append(_case(f"{other.name}, {e.name}, {third.name}", truth, False, "candidate_list"))
         if e.type == "person":
             first, surname = e.name.split()[0], e.name.split()[-1]
             cases.append(_case(first, truth, False, "first_name"))
