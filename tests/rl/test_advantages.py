@@ -144,13 +144,13 @@ def test_per_sample_independent_of_order_and_sharding():
 
 
 def test_process_shards_get_the_full_batch_advantages():
-    """The trainer gathers (rewards, length, group) from every process, computes once, and slices: two
+    """The trainer gathers (rewards, length, group, judge score) from every process, computes once, and slices: two
     processes holding half a batch each (a group split between them) get exactly the one-process values."""
     from venus_utils.rl.config import IGPOConfig
     from venus_utils.rl.trainer import process_advantages
 
     cfg = IGPOConfig()
-    batch = list(zip(REWARDS, LENGTHS, ["A", "B", "A", "B"]))  # groups interleaved across the two halves
+    batch = list(zip(REWARDS, LENGTHS, ["A", "B", "A", "B"], [1.0, 0.0, 0.0, 1.0]))  # groups split across halves
     full = process_advantages(batch, 0, 4, cfg)
     shards = process_advantages(batch, 0, 2, cfg) + process_advantages(batch, 1, 2, cfg)
     assert shards == full
