@@ -47,6 +47,21 @@ def heldout_subworld(world: int, n_worlds: int, heldout_worlds: int) -> bool:
     return world >= n_worlds - heldout_worlds
 
 
+def subworld_group(world: int, n_worlds: int, heldout_worlds: int = 0, rl_worlds: int = 0) -> str:
+    """Which use sub-world ``world`` is for, by index: ``heldout`` (the last ``heldout_worlds``: val and test
+    questions only), ``rl`` (the ``rl_worlds`` before them: RL questions only) or ``sft`` (the rest: expert
+    trajectories, plus their share of val/test/rl questions)."""
+    if heldout_subworld(world, n_worlds, heldout_worlds):
+        return "heldout"
+    return "rl" if world >= n_worlds - heldout_worlds - rl_worlds else "sft"
+
+
+def subworld_tier(world: int, n_worlds: int, hard_worlds: int = 0) -> str:
+    """``hard`` for the last ``hard_worlds`` sub-worlds (4-5 hop chains, facts only on the page, namesakes), else
+    ``easy``."""
+    return "hard" if world >= n_worlds - hard_worlds else "easy"
+
+
 def load_world_meta(world_dir: str | Path) -> dict:
     """The folder's ``world.json`` (raises FileNotFoundError when ``world_dir`` is not a world folder)."""
     path = Path(world_dir) / META_FILE
@@ -65,8 +80,9 @@ def load_pages(world_dir: str | Path) -> list[dict]:
 
 def load_world_questions(world_dir: str | Path, split: str = "test") -> pd.DataFrame:
     """A split's questions (``venus_utils.eval.loaders`` table) with the world's columns: ``template``, ``hops``,
-    ``world`` and ``subworld`` ("trained": its sub-world also has training questions; "held-out": none of its
-    sub-world's questions were trained on, only its pages are in the search index)."""
+    ``world``, ``subworld`` ("trained": its sub-world also has training questions; "held-out": none of its
+    sub-world's questions were trained on, only its pages are in the search index), ``tier`` (easy | hard),
+    ``group`` (sft | rl | heldout: :func:`subworld_group`) and ``tier_group`` (both, e.g. ``hard/heldout``)."""
     from .eval.loaders import load_verl_qa  # pandas and numpy: kept out of the tools' import
 
     path = qa_path(world_dir, split)
@@ -75,6 +91,10 @@ def load_world_questions(world_dir: str | Path, split: str = "test") -> pd.DataF
     qa = load_verl_qa(path)
     cfg = load_world_meta(world_dir)["config"]
     n, held = int(cfg["n_worlds"]), int(cfg.get("heldout_worlds", 0))
+    rl, hard = int(cfg.get("rl_worlds", 0)), int(cfg.get("hard_worlds", 0))
     if "world" in qa:
         qa["subworld"] = ["held-out" if heldout_subworld(int(w), n, held) else "trained" for w in qa["world"]]
+        qa["tier"] = [subworld_tier(int(w), n, hard) for w in qa["world"]]
+        qa["group"] = [subworld_group(int(w), n, held, rl) for w in qa["world"]]
+        qa["tier_group"] = qa["tier"] + "/" + qa["group"]  # e.g. hard/heldout: the headline cell
     return qa

@@ -220,3 +220,33 @@ def test_compare_runs_pairs_each_run_and_pools_the_seeds(tmp_path, capsys):
     assert "04_igpo_rl_grpo/heldout_rl.parquet" in capsys.readouterr().err
     with pytest.raises(ValueError, match="models are one of"):
         ho.compare_runs(runs, model="RL")
+
+
+def test_every_accuracy_names_its_tier_and_sub_world_group():
+    """Issue 21: with a hard tier, the headline is the hard tier's held-out sub-worlds, and every figure of
+    summary.json says which slice it is (tier, group, both), for one model and for a paired comparison."""
+    from venus_utils.eval import heldout as ho
+
+    cells = {"a": "hard/heldout", "b": "hard/heldout", "c": "easy/sft", "d": "hard/sft"}
+
+    def sliced(correct):
+        table = _scored({k: [v] for k, v in correct.items()})
+        return table.assign(
+            tier_group=table["id"].map(cells),
+            tier=table["id"].map(lambda q: cells[q].split("/")[0]),
+            group=table["id"].map(lambda q: cells[q].split("/")[1]),
+        )
+
+    sft, rl = sliced({"a": 0, "b": 0, "c": 1, "d": 1}), sliced({"a": 1, "b": 0, "c": 1, "d": 1})
+    summary = ho.summary(rl)
+    assert summary["headline"]["slice"] == "hard/heldout" and summary["headline"]["n"] == 2
+    assert summary["headline"]["accuracy"] == 0.5 and summary["accuracy"] == 0.75
+    named = {(r["group"], r["value"]) for r in summary["by"]}
+    assert {("tier_group", "hard/heldout"), ("tier_group", "easy/sft"), ("tier", "hard"), ("tier", "easy")} <= named
+    cmp = ho.compare(sft, rl)
+    assert cmp["headline"]["slice"] == "hard/heldout" and cmp["headline"]["fixed"] == 1 and cmp["headline"]["n"] == 2
+    assert {(r["group"], r["value"]) for r in cmp["by"]} >= {("tier_group", "hard/heldout"), ("tier", "easy")}
+    frame = ho.comparison_frame({"RL (IGPO)": cmp})
+    assert frame.loc["RL (IGPO)", "hard/heldout: n"] == 2 and "by" not in frame
+    plain = ho.summary(_scored({"a": [1], "b": [0]}))  # a world without tiers: the headline is every question
+    assert plain["headline"]["slice"] == "all" and plain["headline"]["n"] == 2

@@ -293,3 +293,74 @@ def test_rl_split_holds_questions_that_no_trajectory_and_no_test_question_has(tm
     trajectories = pd.concat(pd.read_parquet(p) for p in sorted((tmp_path / "trajectories").glob("*.parquet")))
     assert not text["rl"] & {m["question"] for m in trajectories["meta"]}
     assert set(qa["rl"]["extra_info"].map(lambda e: e["world"])) == {0}  # only the trained sub-world
+
+
+def test_the_hard_tier_has_longer_chains_page_only_facts_and_its_own_sub_world_groups(tmp_path):
+    """Issue 21: the last ``hard_worlds`` sub-worlds hold 4-5 hop questions whose facts are off the search snippet (a
+    visit reads them) among namesakes; ``rl_worlds`` sub-worlds give RL questions whose facts, pages and answers are in
+    no SFT trajectory; the tier and group of every question are known to the evaluation."""
+    import re
+
+    from venus_utils.world_store import load_world_questions
+
+    knobs = dict(
+        size="tiny",
+        progress=False,
+        n_worlds=5,
+        heldout_worlds=1,
+        rl_worlds=1,
+        hard_worlds=3,
+        search_top_k=3,
+        snippet_chars=130,
+        max_hops=3,
+        visit_max_sentences=1,
+        visit_policy="needed",
+    )
+    meta = build_world(tmp_path, seed=4, **knobs)
+    tiers = meta["counts"]["questions_by_tier"]
+    assert set(tiers) == {"easy", "hard"} and set(tiers["easy"]) == {"sft"}
+    assert set(tiers["hard"]) == {"sft", "rl", "heldout"} and set(tiers["hard"]["rl"]) == {"rl"}
+    assert set(tiers["hard"]["heldout"]) == {"val", "test"}
+
+    test = load_world_questions(tmp_path, "test")
+    hard = test[test["tier"] == "hard"]
+    assert set(hard["hops"]) <= {4, 5} and 5 in set(hard["hops"])
+    assert set(test[test["tier"] == "easy"]["hops"]) <= {2, 3}
+    assert set(test["tier_group"]) == {"easy/sft", "hard/sft", "hard/heldout"}
+    assert set(load_world_questions(tmp_path, "rl")["tier_group"]) == {"hard/rl"}
+
+    pages = read_jsonl(tmp_path / "pages.jsonl")
+    facts = re.compile(
+        r" (born in|works for|founded by|headquartered in|located in|capital of|published by|created by) "
+    )
+    hard_pages = [p for p in pages if p["type"] != "trivia" and p["world"] >= 2]  # sub-worlds 2-4 are hard
+    assert hard_pages and not [p["text"] for p in hard_pages if facts.search(p["text"][:130])]
+    easy_pages = [p for p in pages if p["type"] != "trivia" and p["world"] < 2]
+    assert any(facts.search(p["text"][:130]) for p in easy_pages)  # easy pages: facts in the snippet
+
+    # RL sub-world: none of its pages is visited and none of its facts is read in any SFT trajectory (its pages can
+    # show up among the search results of other names, with fact-free snippets)
+    rl = load_world_questions(tmp_path, "rl")
+    rl_pages = [p for p in pages if p.get("world") == 3 and p["type"] != "trivia"]
+    trajectories = pd.concat(pd.read_parquet(p) for p in sorted((tmp_path / "trajectories").glob("*.parquet")))
+    sft_text = "\n".join(m["content"] for msgs in trajectories["messages"] for m in msgs)
+    visited = set(re.findall(r'"url": \["([^"]+)"\]', sft_text))
+    assert len(rl) > 0 and not visited & {p["url"] for p in rl_pages}
+    rl_facts = {s for p in rl_pages for s in re.split(r"(?<=\.) ", p["text"]) if facts.search(f" {s} ")}
+    assert rl_facts and not [f for f in rl_facts if f in sft_text]
+
+    # without the hard-tier knobs the world is exactly what it was (same pages, questions and trajectories)
+    plain = {k: v for k, v in knobs.items() if k not in ("rl_worlds", "hard_worlds")}
+    a, b = build_world(tmp_path / "a", seed=4, **plain), build_world(tmp_path / "b", seed=4, **plain, hard_worlds=0)
+    assert a["counts"] == b["counts"]
+    for name in ("pages.jsonl", "qa/train.parquet", "trajectories/train-00000.parquet"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+
+
+def test_hard_tier_knobs_are_checked(tmp_path):
+    with pytest.raises(ValueError, match="must leave at least one"):
+        build_world(tmp_path, n_worlds=3, heldout_worlds=1, rl_worlds=2, progress=False)
+    with pytest.raises(ValueError, match="hard_worlds"):
+        build_world(tmp_path, n_worlds=3, hard_worlds=4, progress=False)
+    with pytest.raises(ValueError, match="hard_min_hops"):
+        build_world(tmp_path, n_worlds=3, hard_min_hops=5, hard_max_hops=4, progress=False)

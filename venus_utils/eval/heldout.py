@@ -35,7 +35,7 @@ from ..world_store import load_world_questions
 from . import loaders, metrics
 from .judge import Judge
 from .loaders import load_questions, made_with, stratified_sample
-from .stats import accuracy_ci, accuracy_table, paired_comparison
+from .stats import accuracy_ci, accuracy_table, comparison_table, paired_comparison
 
 HELDOUT_DIR = "heldout"
 #: where each stage keeps its greedy held-out results (``scored``: parquet; the rollouts beside it as .jsonl)
@@ -51,7 +51,20 @@ SCORED = {
     "SFT": "03_sft_unsloth/heldout_sft.parquet",
     **{f"RL ({arm})": f"{folder}/heldout_rl.parquet" for arm, folder in RL_ARMS.items()},
 }
-META_COLUMNS = ("template", "hops", "subworld", "world")
+META_COLUMNS = ("template", "hops", "subworld", "world", "tier", "group", "tier_group")
+#: the breakdowns of every held-out accuracy (summary.json's ``by``): tier and sub-world group together (the headline
+#: is hard/heldout when the world has a hard tier), each alone, and hop counts
+BREAKDOWN = ("tier_group", "tier", "subworld", "hops")
+HEADLINE = "hard/heldout"  # the headline slice of a world with a hard tier (else every question: "all")
+
+
+def headline_slice(pq: pd.DataFrame) -> tuple[str, pd.DataFrame]:
+    """``(name, rows)`` of the headline: the hard tier's held-out sub-worlds when the table has them, else all."""
+    if "tier_group" in pq and (pq["tier_group"] == HEADLINE).any():
+        return HEADLINE, pq[pq["tier_group"] == HEADLINE]
+    return "all", pq
+
+
 DROP_COLUMNS = ("messages", "turn_log", "boundaries", "prompt_ids", "completion_ids", "completion_mask")
 
 
@@ -65,7 +78,7 @@ def draw_heldout(source: str | Path, n: int | None, seed: int = 0, split: str = 
         qa = load_world_questions(source, split)
     else:
         qa = load_questions(source)
-    return stratified_sample(qa, n, by=("template", "hops", "subworld"), seed=seed)
+    return stratified_sample(qa, n, by=("template", "hops", "subworld", "tier"), seed=seed)
 
 
 def heldout_questions(
@@ -268,12 +281,14 @@ def per_question(scored: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index()
 
 
-def summary(scored: pd.DataFrame, by: tuple[str, ...] = ("subworld", "hops")) -> dict:
+def summary(scored: pd.DataFrame, by: tuple[str, ...] = BREAKDOWN) -> dict:
     """``summary.json`` figures of one scored evaluation: accuracy with n and interval, the judge methods used and
     the breakdowns (records of :func:`venus_utils.eval.stats.accuracy_table`)."""
     pq = per_question(scored)
     overall = accuracy_ci(pq["correct"].tolist())
+    name, rows = headline_slice(pq)
     return {
+        "headline": {"slice": name, **accuracy_ci(rows["correct"].tolist())},
         "accuracy": overall["accuracy"],
         "n": overall["n"],
         "ci_low": overall["ci_low"],
@@ -291,10 +306,14 @@ def summary(scored: pd.DataFrame, by: tuple[str, ...] = ("subworld", "hops")) ->
 
 def compare(baseline: pd.DataFrame, other: pd.DataFrame) -> dict[str, Any]:
     """Two models' scored held-out tables paired by question (:func:`venus_utils.eval.stats.paired_comparison`:
-    accuracies, the difference with its interval, the exact McNemar p, fixed / broken counts and the verdict)."""
-    before = per_question(baseline).set_index("id")["correct"]
-    after = per_question(other).set_index("id")["correct"]
-    return paired_comparison(before, after)
+    accuracies, the difference with its interval, the exact McNemar p, fixed / broken counts and the verdict), with
+    the same per slice (``by``: :data:`BREAKDOWN`, e.g. ``tier_group`` hard/heldout) and the headline slice's."""
+    first, second = per_question(baseline), per_question(other)
+    out = paired_comparison(first.set_index("id")["correct"], second.set_index("id")["correct"])
+    name, rows = headline_slice(second)
+    headline = paired_comparison(first.set_index("id")["correct"], rows.set_index("id")["correct"])
+    by = comparison_table(first, second, [c for c in BREAKDOWN if c in second])
+    return {**out, "headline": {"slice": name, **headline}, "by": by[by["group"] != "all"].to_dict("records")}
 
 
 def compare_runs(run_dirs: Sequence[str | Path], baseline: str = "SFT", model: str = "RL (IGPO)") -> pd.DataFrame:
@@ -319,6 +338,19 @@ def compare_runs(run_dirs: Sequence[str | Path], baseline: str = "SFT", model: s
     if len(rows) > 1:
         rows.append({"run": "pooled", **paired_comparison(pd.concat(before), pd.concat(after))})
     return pd.DataFrame(rows)
+
+
+def comparison_frame(comparisons: dict[str, dict[str, Any]]) -> pd.DataFrame:
+    """:func:`compare_to`'s comparisons as a table, one row per model: the overall figures and the headline slice's
+    accuracies, difference and McNemar p (the per-slice ``by`` records stay in the dicts, for ``summary.json``)."""
+    rows = {}
+    for label, c in comparisons.items():
+        row = {k: v for k, v in c.items() if not isinstance(v, (dict, list))}
+        head = c.get("headline") or {}
+        for key in ("accuracy_before", "accuracy_after", "difference", "mcnemar_p", "n"):
+            row[f"{head.get('slice', 'headline')}: {key}"] = head.get(key)
+        rows[label] = row
+    return pd.DataFrame(rows).T
 
 
 def compare_to(results: dict[str, pd.DataFrame], baseline: str = "SFT") -> dict[str, dict[str, Any]]:

@@ -28,10 +28,10 @@ from ..io import atomic_path, write_json, write_jsonl
 from ..tools.search import LocalSearch
 from ..tools.visit import LocalVisit
 from ..validation import AT_LEAST_1, FRACTION, NON_NEGATIVE, SEED, check_fields
-from ..world_store import META_FILE, NOISE_FILE, PAGES_FILE, TRAJECTORIES_DIR, heldout_subworld, qa_path
+from ..world_store import META_FILE, NOISE_FILE, PAGES_FILE, TRAJECTORIES_DIR, qa_path, subworld_group, subworld_tier
 from .expert import NOISE_KINDS, VISIT_POLICIES, Expert, NoiseLog, inject_noise
 from .graph import SIZES, NameMaker, build_graph
-from .questions import make_questions
+from .questions import HARD_TEMPLATES, TEMPLATES, make_questions
 
 DATA_SOURCE = "venus_world"
 ABILITY = "search & question answering"  # DR-Venus's constant
@@ -46,6 +46,11 @@ RANGES = {
     "rl_frac": FRACTION,
     "min_hops": AT_LEAST_1,
     "max_hops": AT_LEAST_1,
+    "hard_worlds": NON_NEGATIVE,
+    "rl_worlds": NON_NEGATIVE,
+    "hard_min_hops": AT_LEAST_1,
+    "hard_max_hops": AT_LEAST_1,
+    "hard_namesake_rate": FRACTION,
     "namesake_rate": FRACTION,
     "distractor_rate": FRACTION,
     "search_top_k": AT_LEAST_1,
@@ -73,6 +78,15 @@ class WorldConfig:
     #                       never in the SFT trajectories nor in val/test (DR-Venus: REDSearcher's RL 1K set)
     min_hops: int = 2
     max_hops: int = 4
+    # --- the hard research tier (issue 21): sub-worlds by index, [sft easy | sft hard | rl | held-out] -------------
+    hard_worlds: int = 0  # the last sub-worlds are the hard tier (held-out and RL ones included when they are within)
+    rl_worlds: int = 0  # the sub-worlds before the held-out ones whose questions all go to RL (qa/rl.parquet): no
+    #                     fact, page or answer of theirs is in any SFT trajectory (DR-Venus's separate RL set)
+    hard_min_hops: int = 4  # hard-tier questions: chains of this many relations...
+    hard_max_hops: int = 5  # ...to this many (HARD_TEMPLATES add the 4-5 hop chains)
+    hard_page_only_facts: bool = True  # hard pages open with fact-free sentences until their facts start after
+    #                                    snippet_chars: search shows none of them, a visit reads them
+    hard_namesake_rate: float = 0.5  # near-namesakes in hard sub-worlds (search results to tell apart)
     namesake_rate: float = 0.10  # share of people / organisations that are near-namesakes of another
     distractor_rate: float = 0.25  # share of pages with a misleading extra sentence
     search_top_k: int = 10  # results per query (Serper default 10; offline profiles use fewer)
@@ -101,6 +115,15 @@ class WorldConfig:
             raise ValueError("need rl_frac >= 0 and val_frac + test_frac + rl_frac < 1")
         if not 0 <= self.heldout_worlds < max(self.n_worlds, 1) or self.n_worlds < 1:
             raise ValueError("need n_worlds >= 1 and 0 <= heldout_worlds < n_worlds")
+        if self.rl_worlds + self.heldout_worlds >= self.n_worlds:
+            raise ValueError(
+                f"rl_worlds ({self.rl_worlds}) + heldout_worlds ({self.heldout_worlds}) must leave at least one of "
+                f"the {self.n_worlds} sub-worlds for the SFT trajectories"
+            )
+        if self.hard_worlds > self.n_worlds:
+            raise ValueError(f"hard_worlds ({self.hard_worlds}) must be <= n_worlds ({self.n_worlds})")
+        if self.hard_min_hops > self.hard_max_hops:
+            raise ValueError(f"hard_min_hops={self.hard_min_hops}: must be <= hard_max_hops {self.hard_max_hops}")
         unknown = set(self.noise) - set(NOISE_KINDS)
         if unknown:
             raise ValueError(f"unknown noise kinds {sorted(unknown)}; known: {NOISE_KINDS}")
@@ -130,13 +153,28 @@ def _unit(*parts) -> float:
 
 def _split(cfg: WorldConfig, q) -> str:
     u = _unit(cfg.seed, "split", q.chain[0].id)
-    if heldout_subworld(q.world, cfg.n_worlds, cfg.heldout_worlds):
+    group = subworld_group(q.world, cfg.n_worlds, cfg.heldout_worlds, cfg.rl_worlds)
+    if group == "rl":
+        return "rl"
+    if group == "heldout":
         return "val" if u < cfg.val_frac / max(cfg.val_frac + cfg.test_frac, 1e-9) else "test"
     if u < cfg.test_frac:
         return "test"
     if u < cfg.test_frac + cfg.val_frac:
         return "val"
     return "rl" if u < cfg.test_frac + cfg.val_frac + cfg.rl_frac else "train"
+
+
+def _tier_counts(cfg: WorldConfig, qa: dict) -> dict:
+    """Questions per tier, sub-world group and split (``world.json``), e.g. ``{"hard": {"rl": {"rl": 310}}}``."""
+    out: dict = {}
+    for split, items in qa.items():
+        for q, _, _ in items:
+            tier = subworld_tier(q.world, cfg.n_worlds, cfg.hard_worlds)
+            group = subworld_group(q.world, cfg.n_worlds, cfg.heldout_worlds, cfg.rl_worlds)
+            cell = out.setdefault(tier, {}).setdefault(group, {})
+            cell[split] = cell.get(split, 0) + 1
+    return out
 
 
 def _qa_table(rows: list[dict]):
@@ -185,17 +223,30 @@ def build_world(out_dir: str | Path, seed: int = 0, size: str = "small", progres
     out, t0 = Path(out_dir), time.perf_counter()
     names = NameMaker(random.Random(f"{seed}-names"))
     entities, pages = [], []
+    hard_entities = []
     for w in range(cfg.n_worlds):
+        hard = subworld_tier(w, cfg.n_worlds, cfg.hard_worlds) == "hard"
         ents, trivia = build_graph(
-            w, SIZES[cfg.size], random.Random(f"{seed}-graph-{w}"), names, cfg.namesake_rate, cfg.distractor_rate
+            w,
+            SIZES[cfg.size],
+            random.Random(f"{seed}-graph-{w}"),
+            names,
+            cfg.hard_namesake_rate if hard else cfg.namesake_rate,
+            cfg.distractor_rate,
+            cfg.snippet_chars if hard and cfg.hard_page_only_facts else 0,
         )
         entities += ents
         pages += [
             {"url": e.url, "title": e.name, "text": e.text, "id": e.id, "type": e.type, "world": e.world} for e in ents
         ]
         pages += trivia
+        hard_entities += ents if hard else []
     by_id = {e.id: e for e in entities}
-    questions = make_questions(entities, by_id, cfg.min_hops, cfg.max_hops)
+    # the easy tier's questions in the order of a build without a hard tier (same indices, same expert draws), then
+    # the hard tier's longer chains
+    hard_ids = {e.id for e in hard_entities}
+    questions = make_questions([e for e in entities if e.id not in hard_ids], by_id, cfg.min_hops, cfg.max_hops)
+    questions += make_questions(hard_entities, by_id, cfg.hard_min_hops, cfg.hard_max_hops, TEMPLATES + HARD_TEMPLATES)
 
     search = LocalSearch(pages, top_k=cfg.search_top_k, snippet_chars=cfg.snippet_chars)
     visit = LocalVisit(pages, max_sentences=cfg.visit_max_sentences, with_evidence=cfg.visit_with_evidence)
@@ -208,7 +259,7 @@ def build_world(out_dir: str | Path, seed: int = 0, size: str = "small", progres
         else:
             solved.append((q, msgs))
 
-    qa = {"train": [], "val": [], "test": [], **({"rl": []} if cfg.rl_frac > 0 else {})}
+    qa = {"train": [], "val": [], "test": [], **({"rl": []} if cfg.rl_frac > 0 or cfg.rl_worlds > 0 else {})}
     for n, (q, msgs) in enumerate(solved):
         split = _split(cfg, q)
         qa[split].append((q, msgs, n))
@@ -285,6 +336,7 @@ def build_world(out_dir: str | Path, seed: int = 0, size: str = "small", progres
             "questions_unsolvable": unsolvable,
             "questions": {k: len(v) for k, v in qa.items()},
             "questions_by_hops": dict(sorted(hops.items())),
+            "questions_by_tier": _tier_counts(cfg, qa),
         },
         "trajectories": {
             "rows": len(traj_rows),

@@ -127,9 +127,17 @@ def slug(name: str) -> str:
 
 
 def build_graph(
-    world: int, counts: dict, rng: random.Random, names: NameMaker, namesake_rate: float, distractor_rate: float
+    world: int,
+    counts: dict,
+    rng: random.Random,
+    names: NameMaker,
+    namesake_rate: float,
+    distractor_rate: float,
+    fact_offset: int = 0,
 ) -> tuple[list[Entity], list[dict]]:
-    """The entities of one sub-world with their relations and page texts, plus its trivia pages."""
+    """The entities of one sub-world with their relations and page texts, plus its trivia pages.  ``fact_offset``
+    (the hard tier): fact-free sentences open each page until its facts start after this many characters, so a
+    search snippet that long shows none of them: reading them takes a visit."""
     ents: dict[str, list[Entity]] = {t: [] for t in ("country", "city", "person", "org", "work")}
 
     def add(etype: str, name: str, **attrs) -> Entity:
@@ -190,7 +198,7 @@ def build_graph(
     by_id = {e.id: e for group in ents.values() for e in group}
     all_ents = [e for group in ents.values() for e in group]
     for e in all_ents:
-        _write_page(e, by_id, ents, rng, distractor_rate)
+        _write_page(e, by_id, ents, rng, distractor_rate, fact_offset)
     trivia = [
         _trivia_page(rng.choice(ents["person"] + ents["org"]), by_id, ents, rng) for _ in range(counts["trivia"])
     ]
@@ -209,7 +217,29 @@ def _other(rng: random.Random, group: list[Entity], e: Entity) -> Entity:
     return rng.choice([x for x in group if x is not e] or group)
 
 
-def _write_page(e: Entity, by_id: dict, ents: dict, rng: random.Random, distractor_rate: float) -> None:
+#: fact-free sentences of the hard tier's page leads (chosen by the entity, so no random draw changes other pages)
+LEAD_SENTENCES = (
+    "{n} is described in several regional archives.",
+    "Little else about {n} is widely known.",
+    "Records of {n} were collected over many years.",
+    "Accounts of {n} differ in their details.",
+    "{n} is often mentioned in passing.",
+)
+
+
+def _lead(e: Entity, first: str, offset: int) -> list[str]:
+    """Fact-free sentences after ``first`` until the text reaches ``offset`` characters (none for 0)."""
+    start, lead, length = sum(map(ord, e.id)) % len(LEAD_SENTENCES), [], len(first)
+    while offset and length <= offset:
+        sentence = LEAD_SENTENCES[(start + len(lead)) % len(LEAD_SENTENCES)].format(n=e.name)
+        lead.append(sentence)
+        length += 1 + len(sentence)
+    return lead
+
+
+def _write_page(
+    e: Entity, by_id: dict, ents: dict, rng: random.Random, distractor_rate: float, fact_offset: int = 0
+) -> None:
     a, n = e.attrs, e.name
     if e.type == "country":
         first = f"{n} is a country."
@@ -253,7 +283,10 @@ def _write_page(e: Entity, by_id: dict, ents: dict, rng: random.Random, distract
     if rng.random() < distractor_rate:
         facts.append(distractor)
     rng.shuffle(facts)
-    e.text = " ".join([first, *facts])
+    if fact_offset and first in e.sentences.values():  # hard tier: no fact before the lead (city, work pages)
+        facts.insert(0, first)
+        first = f"{n} is {_a('city' if e.type == 'city' else a.get('kind', e.type))}."
+    e.text = " ".join([first, *_lead(e, first, fact_offset), *facts])
 
 
 def _trivia_page(e: Entity, by_id: dict, ents: dict, rng: random.Random) -> dict:

@@ -1,7 +1,8 @@
 """Multi-hop questions over the graph: templates, the hop chain, the answer and its aliases.
 
 A question names one entity and asks for the end of a chain of 2-4 relations ("the country where the
-founder of O was born").  Each relation is functional, so the answer is unique; each hop is one page to read.
+founder of O was born"); the hard tier's sub-worlds add chains of 4-5 (:data:`HARD_TEMPLATES`).  Each relation is
+functional, so the answer is unique; each hop is one page to read.
 """
 
 from __future__ import annotations
@@ -74,6 +75,58 @@ TEMPLATES = (
     ("city_capital", "city", ("country", "capital"), "What is the capital of the country where {0} is located?"),
 )
 
+#: the hard tier's own longer chains (4-5 hops), used only in hard sub-worlds (with TEMPLATES of the same lengths)
+HARD_TEMPLATES = (
+    (
+        "person_employer_capital",
+        "person",
+        ("employer", "hq", "country", "capital"),
+        "What is the capital of the country where the employer of {0} is headquartered?",
+    ),
+    (
+        "org_founder_capital",
+        "org",
+        ("founder", "born_in", "country", "capital"),
+        "What is the capital of the country where the founder of {0} was born?",
+    ),
+    (
+        "person_employer_founder_country",
+        "person",
+        ("employer", "founder", "born_in", "country"),
+        "In which country was the founder of the employer of {0} born?",
+    ),
+    (
+        "org_founder_employer_country",
+        "org",
+        ("founder", "employer", "hq", "country"),
+        "In which country is the employer of the founder of {0} headquartered?",
+    ),
+    (
+        "work_creator_employer_capital",
+        "work",
+        ("creator", "employer", "hq", "country", "capital"),
+        "What is the capital of the country where the employer of the creator of {0} is headquartered?",
+    ),
+    (
+        "work_publisher_founder_capital",
+        "work",
+        ("publisher", "founder", "born_in", "country", "capital"),
+        "What is the capital of the country where the founder of the publisher of {0} was born?",
+    ),
+    (
+        "person_employer_founder_capital",
+        "person",
+        ("employer", "founder", "born_in", "country", "capital"),
+        "What is the capital of the country where the founder of the employer of {0} was born?",
+    ),
+    (
+        "org_founder_employer_year",
+        "org",
+        ("founder", "employer", "founder", "birth_year"),
+        "In what year was the founder of the employer of the founder of {0} born?",
+    ),
+)
+
 
 @dataclass
 class Question:
@@ -97,10 +150,13 @@ def hop_value(e: Entity, relation: str, by_id: dict) -> Entity | str:
     return str(value) if relation in YEAR_RELATIONS else by_id[value]
 
 
-def make_questions(entities: list[Entity], by_id: dict, min_hops: int = 2, max_hops: int = 4) -> list[Question]:
-    """Every template applied to every entity of its start type, in a stable order."""
+def make_questions(
+    entities: list[Entity], by_id: dict, min_hops: int = 2, max_hops: int = 4, templates: tuple = TEMPLATES
+) -> list[Question]:
+    """Every template of ``min_hops``..``max_hops`` relations applied to every entity of its start type, in a stable
+    order (``templates``: :data:`TEMPLATES`, or with :data:`HARD_TEMPLATES` for the hard tier)."""
     out = []
-    for tid, start_type, path, text in TEMPLATES:
+    for tid, start_type, path, text in templates:
         if not min_hops <= len(path) <= max_hops:
             continue
         for start in (e for e in entities if e.type == start_type):
