@@ -150,7 +150,7 @@ def test_process_shards_get_the_full_batch_advantages():
     from venus_utils.rl.trainer import process_advantages
 
     cfg = IGPOConfig()
-    batch = list(zip(REWARDS, LENGTHS, ["A", "B", "A", "B"], [1.0, 0.0, 0.0, 1.0]))  # groups split across halves
+    batch = list(zip(REWARDS, LENGTHS, ["A", "B", "A", "B"], [1.0, 0.0, 0.0, 1.0], [1, 2, 3, 4]))  # groups split
     full = process_advantages(batch, 0, 4, cfg)
     shards = process_advantages(batch, 0, 2, cfg) + process_advantages(batch, 1, 2, cfg)
     assert shards == full

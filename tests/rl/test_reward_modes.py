@@ -47,7 +47,10 @@ def _batch(ig_shift: float = 0.0) -> list[Episode]:
 def _advantages(episodes, cfg):
     turn_fn, outcome_fn = reward_functions(cfg)
     rewards = [episode_rewards(ep, turn_fn(ep), outcome_fn(ep), None) for ep in episodes]
-    gathered = [(r, len(ep.completion_ids), ep.group, ep.judge_score) for r, ep in zip(rewards, episodes)]
+    gathered = [
+        (r, len(ep.completion_ids), ep.group, ep.judge_score, hash(tuple(ep.completion_ids)))
+        for r, ep in zip(rewards, episodes)
+    ]
     stats: dict = {}
     return rewards, process_advantages(gathered, 0, len(episodes), cfg, stats), stats
 
@@ -195,3 +198,12 @@ def test_groups_with_signal_counts_judge_scores_the_same_way_in_every_arm():
     _, _, grpo = _advantages(episodes, IGPOConfig(reward_mode="grpo", adv_eps=EPS))
     assert igpo["groups_with_signal"] == grpo["groups_with_signal"] == 0.0
     assert igpo["groups_with_any_signal"] == 1.0 and grpo["groups_with_any_signal"] == 0.0
+
+
+def test_groups_whose_rollouts_are_one_trajectory_are_counted():
+    from venus_utils.rl.trainer import group_signal
+
+    lengths, groups = [3, 3, 3, 3, 3], ["a", "a", "b", "b", "c"]
+    got = group_signal(lengths, groups, [1.0] * 5, [[0.0] * 3] * 5, digests=[7, 7, 1, 2, 9])
+    assert got["groups_identical"] == 0.5  # a: the same twice; b: two trajectories; c: a single rollout, not counted
+    assert "groups_identical" not in group_signal(lengths, groups, [1.0] * 5, [[0.0] * 3] * 5)

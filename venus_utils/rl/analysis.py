@@ -22,7 +22,8 @@ from ..io import read_jsonl
 #: the per-step columns notebook 04 shows; groups_with_signal / groups_with_any_signal: shares of the step's trained
 #: groups whose outcomes differ / with any non-zero advantage (IG and penalties too), i.e. that can move the policy;
 #: sampled_groups_with_signal / groups_sampled: the same share among all the groups rolled out for the step, and
-#: their number (dynamic sampling rolls out more groups than it trains on; without it the two shares agree)
+#: their number (dynamic sampling rolls out more groups than it trains on; without it the two shares agree);
+#: groups_identical: the share of groups whose rollouts are all one trajectory (with entropy: is the policy exploring?)
 STEP_KEYS = (
     "reward",
     "accuracy",
@@ -34,6 +35,7 @@ STEP_KEYS = (
     "adv_nonzero_frac",
     "groups_with_signal",
     "groups_with_any_signal",
+    "groups_identical",
     "sampled_groups_with_signal",
     "groups_sampled",
 )

@@ -347,7 +347,10 @@ class IGPOTrainer(AtomicCheckpoints, GRPOTrainer):
         # advantages over the whole batch (all processes), then this process's slice
         lengths = [len(ep.completion_ids) if r else 0 for ep, r in zip(episodes, rewards)]
         everything = gather_object(
-            [(r, n, ep.group, float(ep.judge_score)) for r, n, ep in zip(rewards, lengths, episodes)]
+            [
+                (r, n, ep.group, float(ep.judge_score), hash(tuple(ep.completion_ids)))
+                for r, n, ep in zip(rewards, lengths, episodes)
+            ]
         )
         stats: dict = dict(sampling)
         local_adv = process_advantages(everything, self.accelerator.process_index, len(episodes), self.igpo, stats)
@@ -481,7 +484,8 @@ class IGPOTrainer(AtomicCheckpoints, GRPOTrainer):
         m["ig_positions"].append(stats.get("num_ig_positions", 0) / len(rows))
         if "ig_scale" in stats and stats.get("num_ig_positions"):  # without IG positions the scale means nothing
             m["ig_scale"].append(stats["ig_scale"])
-        for key in ("groups_with_signal", "groups_with_any_signal"):  # shares of groups that can move the policy
+        # shares of groups that can move the policy, and of groups whose rollouts are all one trajectory
+        for key in ("groups_with_signal", "groups_with_any_signal", "groups_identical"):
             m[key].append(stats.get(key, 0.0))
         # what was rolled out for the step (dynamic sampling rolls out more than it trains on)
         for key in ("groups_sampled", "sampled_groups_with_signal", "groups_dropped", "sampling_rounds"):

@@ -290,6 +290,7 @@ def summary_figures(
     log = trainer.state.log_history
     losses, rewards, penalties = _logged(log, "loss"), _logged(log, "reward"), _logged(log, "penalty_rate")
     ig, signal = _logged(log, "ig_mean"), _logged(log, "groups_with_signal")
+    identical, entropy = _logged(log, "groups_identical"), _logged(log, "entropy")
     sampled, sampled_signal = _logged(log, "groups_sampled"), _logged(log, "sampled_groups_with_signal")
     phases = analysis.phase_table(pd.DataFrame(log))
     return dict(
@@ -299,6 +300,8 @@ def summary_figures(
         mean_ig=sum(ig) / len(ig) if ig else None,
         penalty_rate=penalties[-1] if penalties else None,
         groups_with_signal=sum(signal) / len(signal) if signal else None,
+        groups_identical=sum(identical) / len(identical) if identical else None,
+        entropy_mean=sum(entropy) / len(entropy) if entropy else None,
         sampled_groups_with_signal=sum(sampled_signal) / len(sampled_signal) if sampled_signal else None,
         groups_sampled=int(sum(sampled)) if sampled else None,
         seconds_per_step={r.phase: round(r.seconds_per_step, 3) for r in phases.itertuples()},

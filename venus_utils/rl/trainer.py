@@ -45,14 +45,14 @@ def process_advantages(
     gathered: Sequence[tuple], process_index: int, local_size: int, cfg: IGPOConfig, stats: dict | None = None
 ) -> list[list[float]]:
     """Advantages of one process's samples: computed on the gathered batch (every process's
-    ``(rewards, length, group, judge score)`` in process order), then sliced, so sharding changes nothing.
-    ``stats`` (if given) also gets the batch's :func:`group_signal`."""
-    rewards, lengths, groups, scores = zip(*gathered) if gathered else ((), (), (), ())
+    ``(rewards, length, group, judge score, completion digest)`` in process order), then sliced, so sharding changes
+    nothing.  ``stats`` (if given) also gets the batch's :func:`group_signal`."""
+    rewards, lengths, groups, scores, digests = zip(*gathered) if gathered else ((), (), (), (), ())
     adv = compute_turn_advantages(
         list(rewards), list(lengths), list(groups), gamma=cfg.gamma, mode=cfg.norm_mode, eps=cfg.adv_eps, stats=stats
     )
     if stats is not None:
-        stats.update(group_signal(lengths, groups, scores, adv))
+        stats.update(group_signal(lengths, groups, scores, adv, digests))
     return adv[process_index * local_size : (process_index + 1) * local_size]
 
 
@@ -65,6 +65,7 @@ def group_signal(
     groups: Sequence[Hashable],
     judge_scores: Sequence[float],
     advantages: Sequence[Sequence[float]],
+    digests: Sequence[Hashable] | None = None,
 ) -> dict[str, float]:
     """Which groups of a batch can move the policy at all (failed, zero-length rollouts take no part):
 
@@ -73,21 +74,30 @@ def group_signal(
       outcome reward, so it means the same for every arm (IGPO's -1 format penalty on a malformed answer is not a
       judged difference);
     - ``groups_with_any_signal``: the share of groups with some non-zero advantage, from the outcome or from turn
-      rewards (IGPO's information gain and format penalties).
+      rewards (IGPO's information gain and format penalties);
+    - ``groups_identical`` (with ``digests``, one per rollout of its completion tokens): the share of groups of two
+      or more rollouts that are all the same trajectory: a policy that no longer explores.
     """
     outcomes: dict[Hashable, list[float]] = defaultdict(list)
     moved: dict[Hashable, bool] = defaultdict(bool)
-    for n, g, score, adv in zip(lengths, groups, judge_scores, advantages):
+    seen: dict[Hashable, list[Hashable]] = defaultdict(list)
+    for k, (n, g, score, adv) in enumerate(zip(lengths, groups, judge_scores, advantages)):
         if n <= 0:
             continue
+        if digests is not None:
+            seen[g].append(digests[k])
         outcomes[g].append(float(score))
         moved[g] = moved[g] or any(abs(a) > SIGNAL_TOLERANCE for a in adv)
     k = len(outcomes)
-    return {
+    out = {
         "groups": k,
         "groups_with_signal": sum(len(set(v)) > 1 for v in outcomes.values()) / k if k else 0.0,
         "groups_with_any_signal": sum(moved.values()) / k if k else 0.0,
     }
+    if digests is not None:
+        several = [v for v in seen.values() if len(v) > 1]
+        out["groups_identical"] = sum(len(set(v)) == 1 for v in several) / len(several) if several else 0.0
+    return out
 
 
 class DynamicBatch:
