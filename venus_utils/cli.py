@@ -143,20 +143,31 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_cli(
-    name: str, description: str, train: Callable[[argparse.Namespace], Any], argv: list[str] | None = None
+    name: str,
+    description: str,
+    train: Callable[[argparse.Namespace], Any],
+    argv: list[str] | None = None,
+    commands: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable]] | None = None,
 ) -> int:
     """``python -m venus_utils.<name> train --params ...``: parse the arguments, run ``train`` and turn the
-    expected errors (bad profile, missing upstream stage, bad input) into a message and exit code 2."""
+    expected errors (bad profile, missing upstream stage, bad input) into a message and exit code 2.  ``commands``:
+    more subcommands, ``name -> (help, add their own arguments, run)``, with the same common arguments."""
     parser = argparse.ArgumentParser(prog=f"python -m venus_utils.{name}", description=description)
     sub = parser.add_subparsers(dest="command", required=True)
     add_common_arguments(sub.add_parser("train", help=f"train the {name} stage of a profile"))
+    runs = {"train": train}
+    for command, (text, add_arguments, run) in (commands or {}).items():
+        p = sub.add_parser(command, help=text)
+        add_common_arguments(p)
+        add_arguments(p)
+        runs[command] = run
     args = parser.parse_args(argv)
     try:
         if args.run_dir is not None:
             folder_argument("--run-dir", args.run_dir, resolve_run_dir)
         if args.out is not None:
             folder_argument("--out", args.out, lambda value: Path(value).resolve())  # Stage: from the working folder
-        train(args)
+        runs[args.command](args)
     except (ConfigError, StageMissing, FileNotFoundError, ValueError) as exc:
         print(f"{name}: error: {exc}", file=sys.stderr)
         return 2

@@ -250,3 +250,16 @@ def test_every_accuracy_names_its_tier_and_sub_world_group():
     assert frame.loc["RL (IGPO)", "hard/heldout: n"] == 2 and "by" not in frame
     plain = ho.summary(_scored({"a": [1], "b": [0]}))  # a world without tiers: the headline is every question
     assert plain["headline"]["slice"] == "all" and plain["headline"]["n"] == 2
+
+
+def test_the_smallest_detectable_difference_is_reported():
+    """Issue 21: a "no difference" comes with the difference the design could have detected (80% power, 5%)."""
+    from venus_utils.eval.stats import detectable_difference
+
+    assert detectable_difference(600, 27) == pytest.approx(2.8016 * (27 / 600) ** 0.5 / 600**0.5, rel=1e-3)
+    assert detectable_difference(1800, 81) < detectable_difference(600, 27)  # three seeds pooled: smaller
+    assert detectable_difference(0, 0) is None
+    before = pd.Series([1, 0, 1, 0] * 50, index=range(200))
+    after = pd.Series([1, 1, 1, 0] * 50, index=range(200))
+    out = paired_comparison(before, after)
+    assert out["detectable_difference"] == pytest.approx(detectable_difference(200, 50))

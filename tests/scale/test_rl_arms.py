@@ -61,8 +61,9 @@ def test_grpo_arm_refuses_a_search_cost(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_grpo_arm_from_the_same_sft_model_in_its_own_folder(micro_run, tmp_path):
-    """``--set reward_mode=grpo --out <run>/04_igpo_rl_grpo``: the outcome-only arm, beside the IGPO stage folder."""
+def test_both_arms_from_the_same_sft_model_each_in_its_own_folder(micro_run, tmp_path):
+    """``python -m venus_utils.rl arms``: IGPO in 04_igpo_rl and the outcome-only GRPO arm in 04_igpo_rl_grpo, from the
+    same SFT model, questions, seed and budget (issue 21: one command for both arms), then their comparison."""
     run = tmp_path / "run"
     shutil.copytree(micro_run, run, symlinks=True)
     shutil.copytree(run / "00_setup" / "tiny_model", run / "03_sft_unsloth" / "model")  # stands in for the SFT model
@@ -72,15 +73,13 @@ def test_grpo_arm_from_the_same_sft_model_in_its_own_folder(micro_run, tmp_path)
         [
             "-m",
             "venus_utils.rl",
-            "train",
+            "arms",
+            "--arms",
+            "igpo,grpo",
             "--params",
             "params/smoke.yaml",
             "--run-dir",
             str(run),
-            "--out",
-            str(out),
-            "--set",
-            "reward_mode=grpo",
             "--set",
             "filter_samples=0",
             "--set",
@@ -95,7 +94,17 @@ def test_grpo_arm_from_the_same_sft_model_in_its_own_folder(micro_run, tmp_path)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["reward_mode"] == "grpo" and summary["config"]["reward_mode"] == "grpo" and summary["steps"] == 1
     assert summary["sft_model"] == str(run / "03_sft_unsloth" / "model")
-    assert not (run / "04_igpo_rl").exists()  # the IGPO arm's folder is untouched
+    igpo = json.loads((run / "04_igpo_rl" / "summary.json").read_text())
+    assert igpo["reward_mode"] == "igpo" and igpo["steps"] == 1 and igpo["rl_questions"] == summary["rl_questions"]
+    arms = json.loads((run / "arms.json").read_text())
+    assert [(c["baseline"], c["model"]) for c in arms["comparisons"]] == [
+        ("SFT", "RL (IGPO)"),
+        ("SFT", "RL (GRPO)"),
+        ("RL (GRPO)", "RL (IGPO)"),
+    ]
+    sft_igpo, sft_grpo, igpo_grpo = arms["comparisons"]
+    assert "no held-out results" in sft_igpo["error"] and "heldout_sft.parquet" in sft_grpo["error"]  # no 03 run here
+    assert igpo_grpo["n"] > 0 and igpo_grpo["detectable_difference"] > 0 and "verdict" in igpo_grpo  # paired arms
     episodes = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
     assert episodes and all(e["turn_rewards"] == [None] * (e["num_turns"] - 1) for e in episodes)
     metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]

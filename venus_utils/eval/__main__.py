@@ -17,7 +17,7 @@ from ..io import write_json
 from .heldout import SCORED, compare_runs
 
 COLUMNS = ["run", "n", "accuracy_before", "accuracy_after", "difference", "diff_ci_low", "diff_ci_high"]
-COLUMNS += ["fixed", "broken", "mcnemar_p", "verdict"]
+COLUMNS += ["fixed", "broken", "mcnemar_p", "detectable_difference", "verdict"]
 
 
 def main(argv: list[str] | None = None) -> int:

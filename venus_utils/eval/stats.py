@@ -14,6 +14,7 @@ majority for the paired test); see :mod:`venus_utils.eval.heldout`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -47,7 +48,9 @@ def mcnemar_exact(fixed: int, broken: int) -> float:
 def paired_comparison(before: pd.Series, after: pd.Series, level: float = LEVEL, seed: int = 0) -> dict:
     """``before`` and ``after``: per-question correctness indexed by question id.  Only questions both scored are
     compared.  Returns n, both accuracies, the difference (after - before) with its bootstrap interval, the
-    fixed / broken / both-right / both-wrong counts, the exact McNemar p-value and a plain verdict."""
+    fixed / broken / both-right / both-wrong counts, the exact McNemar p-value, a plain verdict, and
+    ``detectable_difference``: the smallest difference this design detects with 80% power at the 5% level
+    (:func:`detectable_difference`): a "no difference" with a detectable difference of 0.05 says nothing about 0.02."""
     from scipy.stats import bootstrap
 
     both = pd.concat([before.rename("a"), after.rename("b")], axis=1, join="inner").astype(float).round().astype(bool)
@@ -88,7 +91,21 @@ def paired_comparison(before: pd.Series, after: pd.Series, level: float = LEVEL,
         "both_wrong": int((~a & ~b).sum()),
         "mcnemar_p": p,
         "verdict": verdict,
+        "detectable_difference": detectable_difference(n, fixed + broken),
     }
+
+
+def detectable_difference(n: int, discordant: int, alpha: float = ALPHA, power: float = 0.8) -> float | None:
+    """The smallest paired difference in accuracy that McNemar's test on ``n`` questions detects with ``power`` at
+    level ``alpha`` (two-sided), for the observed share of questions the two models answer differently
+    (normal approximation, Connor 1987: ``(z_{1-alpha/2} + z_power) * sqrt(discordant share / n)``; the share is
+    taken as at least one question).  None without questions."""
+    if n <= 0:
+        return None
+    from scipy.stats import norm
+
+    share = max(discordant, 1) / n
+    return float((norm.ppf(1 - alpha / 2) + norm.ppf(power)) * math.sqrt(share / n))
 
 
 def _groups(table: pd.DataFrame, by: Iterable[str]):

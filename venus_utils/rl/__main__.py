@@ -5,6 +5,7 @@
         -m venus_utils.rl train --params params/paper.yaml
     python -m venus_utils.rl train --params params/cpu.yaml --set reward_mode=grpo --out runs/cpu/04_igpo_rl_grpo
     python -m venus_utils.rl train --params params/cpu.yaml --set dynamic_sampling=true --out runs/cpu/04_igpo_rl_ds
+    python -m venus_utils.rl arms --params params/cpu.yaml [--arms igpo,grpo]   # both arms, then compared
 
 It reads the ``04_igpo_rl`` parameters (notebook defaults < profile < ``--set``), starts from
 ``03_sft_unsloth/model``, rolls out with the offline world's tools (``00_setup/world``) or the web tools, and trains
@@ -31,7 +32,8 @@ from ..cli import parse_sets, run_cli, stage_params
 from ..distributed import is_main_process, world_size
 from ..eval import heldout as ho
 from ..eval.judge import Judge, judge_function
-from ..stage import Stage
+from ..io import write_json
+from ..stage import Stage, resolve_run_dir
 from ..tools import make_toolbox
 from .config import IGPOConfig
 from .policy import load_policy
@@ -124,8 +126,78 @@ def train(args: argparse.Namespace) -> dict:
     return summary
 
 
+#: ``arms`` choices: the --set each arm trains with (on top of the profile and the command's own --set)
+ARMS = {
+    "igpo": ("IGPO", {"reward_mode": "igpo"}),
+    "grpo": ("GRPO", {"reward_mode": "grpo", "search_cost": 0.0}),
+    "ds": ("IGPO + dynamic sampling", {"reward_mode": "igpo", "dynamic_sampling": True}),
+}
+
+
+def _arm_choices(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--arms",
+        default="igpo,grpo",
+        help=f"comma-separated arms to train from the run's one SFT model ({', '.join(ARMS)}; default igpo,grpo)",
+    )
+
+
+def arms(args: argparse.Namespace) -> dict:
+    """Every arm of ``--arms`` from the run's one SFT model, each in its own folder
+    (:data:`venus_utils.eval.heldout.RL_ARMS`) with the same questions, seed and budget (only the rewards differ; a
+    finished arm is not trained again), then the paired held-out comparisons: each arm against SFT and, with both,
+    IGPO against GRPO, with the smallest difference the design could detect (``arms.json`` in the run folder; pool
+    several seeds' run folders with ``python -m venus_utils.eval compare``)."""
+    chosen = [a.strip() for a in args.arms.split(",") if a.strip()]
+    unknown = sorted(set(chosen) - set(ARMS))
+    if unknown or not chosen:
+        raise ValueError(f"--arms {args.arms!r}: choose among {', '.join(ARMS)}")
+    if args.out is not None:
+        raise ValueError("--out: each arm has its own folder (eval.heldout.RL_ARMS); give --run-dir instead")
+    _, profile = stage_params(args.params, STAGE, parse_sets(args.sets))
+    run = resolve_run_dir(args.run_dir or f"runs/{profile}")
+    for arm in chosen:
+        label, sets = ARMS[arm]
+        overrides = [*args.sets, *(f"{k}={'true' if v is True else v}" for k, v in sets.items())]
+        print(f"[arms] {label}: {run / ho.RL_ARMS[label]}", flush=True)
+        train(
+            argparse.Namespace(params=args.params, run_dir=str(run), out=str(run / ho.RL_ARMS[label]), sets=overrides)
+        )
+    rows = []
+    pairs = [("SFT", f"RL ({ARMS[a][0]})") for a in chosen]
+    if {"igpo", "grpo"} <= set(chosen):
+        pairs.append(("RL (GRPO)", "RL (IGPO)"))
+    for baseline, model in pairs:
+        try:
+            row = ho.compare_runs([run], baseline=baseline, model=model).iloc[0].to_dict()
+        except FileNotFoundError as exc:  # no held-out set in this run (notebook 03 draws it): nothing to pair
+            row = {"error": str(exc)}
+        rows.append({"baseline": baseline, "model": model, **row})
+    result = {"run": str(run), "arms": chosen, "comparisons": rows}
+    if is_main_process():
+        write_json(run / "arms.json", result)
+        for r in rows:
+            if "error" in r:
+                print(f"[arms] {r['model']} vs {r['baseline']}: not compared ({r['error']})")
+                continue
+            print(
+                f"[arms] {r['model']} vs {r['baseline']}: {r['accuracy_after']:.3f} vs {r['accuracy_before']:.3f} "
+                f"(n = {r['n']}), difference {r['difference']:+.3f} "
+                f"[{r['diff_ci_low']:+.3f}, {r['diff_ci_high']:+.3f}], McNemar p = {r['mcnemar_p']:.3g} "
+                f"({r['fixed']} fixed / {r['broken']} broken), detectable difference "
+                f"{r['detectable_difference']:.3f}: {r['verdict']}"
+            )
+    return result
+
+
 def main(argv: list[str] | None = None) -> int:
-    return run_cli("rl", "IGPO RL (notebook 04) from the command line.", train, argv)
+    return run_cli(
+        "rl",
+        "IGPO RL (notebook 04) from the command line.",
+        train,
+        argv,
+        commands={"arms": ("train several reward arms from one SFT model and compare them", _arm_choices, arms)},
+    )
 
 
 if __name__ == "__main__":
