@@ -263,3 +263,19 @@ def test_the_smallest_detectable_difference_is_reported():
     after = pd.Series([1, 1, 1, 0] * 50, index=range(200))
     out = paired_comparison(before, after)
     assert out["detectable_difference"] == pytest.approx(detectable_difference(200, 50))
+
+
+def test_validate_scores_a_split_by_tier_and_group_from_the_command_line(run, tmp_path, capsys, monkeypatch):
+    """``python -m venus_utils.eval validate``: settings are chosen on validation questions (issue 21), with the
+    held-out evaluation's own code; the accuracy is printed per tier and sub-world group."""
+    from venus_utils.eval.__main__ import main
+
+    for name in ("JUDGE_API_BASE", "API_BASE"):
+        monkeypatch.setenv(name, "")  # the offline judge
+    out = tmp_path / "val.parquet"
+    argv = ["validate", "--model", str(run / "model"), "--world", str(run / "world"), "--n", "5", "--out", str(out)]
+    assert main([*argv, "--max-turns", "2", "--max-new-tokens", "8"]) == 0
+    printed = capsys.readouterr().out
+    assert "on 5 val questions" in printed and "tier_group easy/" in printed and "n = 5" in printed
+    assert len(pd.read_parquet(out)) == 5
+    assert main([*argv, "--split", "dev"]) == 2 and "no 'dev' split" in capsys.readouterr().err

@@ -1,23 +1,55 @@
-"""Held-out comparisons across run folders, e.g. one run per seed.
+"""Held-out comparisons across run folders, e.g. one run per seed; a model scored on validation questions.
 
     python -m venus_utils.eval compare runs/cpu runs/cpu-seed1 [--baseline SFT] [--model "RL (IGPO)"] [--json F]
+    python -m venus_utils.eval validate --model runs/cpu/03_sft_unsloth/model --world runs/cpu/00_setup/world \
+        [--split val] [--n 200] [--max-turns 14] [--out runs/cpu/validation_sft.parquet]
 
 Pairs ``--model`` with ``--baseline`` question by question in each run folder (their greedy held-out results,
 written by notebooks 03 and 04 or ``python -m venus_utils.rl train``) and over all the runs together
 (:func:`venus_utils.eval.heldout.compare_runs`); prints one row per run and the pooled row, and with ``--json``
 writes them to a file.
+
+``validate`` answers ``--n`` questions of a world's ``--split`` (``val`` by default: the questions settings are chosen
+on; the held-out ``test`` questions only report) greedily, as the held-out evaluation does, and prints the accuracy
+per tier and sub-world group (``tier_group``, e.g. hard/heldout) with 95% intervals.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from ..io import write_json
-from .heldout import SCORED, compare_runs
+from .heldout import SCORED, EvalSettings, compare_runs, draw_heldout, evaluate_model, summary
 
 COLUMNS = ["run", "n", "accuracy_before", "accuracy_after", "difference", "diff_ci_low", "diff_ci_high"]
 COLUMNS += ["fixed", "broken", "mcnemar_p", "detectable_difference", "verdict"]
+
+
+def validate(args) -> int:
+    """``validate``: the model's greedy accuracy on the split, overall and per slice, from the one evaluation code."""
+    if args.n < 1:
+        print("error: --n must be at least 1", file=sys.stderr)
+        return 2
+    model = Path(args.model)
+    try:
+        questions = draw_heldout(args.world, args.n, seed=args.seed, split=args.split)
+        settings = EvalSettings.for_model(model, max_turns=args.max_turns, max_new_tokens=args.max_new_tokens)
+        out = Path(args.out) if args.out else model.parent / f"validation_{args.split}.parquet"
+        scored = evaluate_model(model, questions, out, settings, world_dir=args.world)
+    except (FileNotFoundError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    figures = summary(scored)
+    print(f"{model} on {len(questions)} {args.split} questions of {args.world} (greedy; scored table: {out}):")
+    for row in figures["by"]:
+        if row["group"] in ("all", "tier_group", "tier"):
+            print(
+                f"  {row['group']:>10} {row['value']:<14} {row['accuracy']:.3f} "
+                f"[{row['ci_low']:.3f}, {row['ci_high']:.3f}]  n = {row['n']}"
+            )
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,7 +60,18 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--baseline", default="SFT", choices=sorted(SCORED))
     c.add_argument("--model", default="RL (IGPO)", choices=sorted(SCORED))
     c.add_argument("--json", default=None, help="also write the rows to this JSON file")
+    v = sub.add_parser("validate", help="score a model on a world's validation questions, by tier and sub-world group")
+    v.add_argument("--model", required=True, help="a model folder (save_pretrained output)")
+    v.add_argument("--world", required=True, help="the offline world folder (00_setup/world)")
+    v.add_argument("--split", default="val", help="the world's question split (default val)")
+    v.add_argument("--n", type=int, default=200, help="questions drawn, stratified (default 200)")
+    v.add_argument("--max-turns", type=int, default=None, help="turns per question (default: the model's own)")
+    v.add_argument("--max-new-tokens", type=int, default=None, help="tokens per turn (default: the model's own)")
+    v.add_argument("--seed", type=int, default=0, help="the draw's seed")
+    v.add_argument("--out", default=None, help="scored table (parquet; default <model>/../validation_<split>.parquet)")
     args = p.parse_args(argv)
+    if args.command == "validate":
+        return validate(args)
     try:
         table = compare_runs(args.runs, args.baseline, args.model)
     except (FileNotFoundError, ValueError) as e:
