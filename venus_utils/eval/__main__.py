@@ -35,7 +35,12 @@ def validate(args) -> int:
     model = Path(args.model)
     try:
         questions = draw_heldout(args.world, args.n, seed=args.seed, split=args.split)
-        settings = EvalSettings.for_model(model, max_turns=args.max_turns, max_new_tokens=args.max_new_tokens)
+        settings = EvalSettings.for_model(
+            model,
+            max_turns=args.max_turns,
+            max_new_tokens=args.max_new_tokens,
+            system_prompt_style=args.system_prompt_style,
+        )
         out = Path(args.out) if args.out else model.parent / f"validation_{args.split}.parquet"
         scored = evaluate_model(model, questions, out, settings, world_dir=args.world)
     except (FileNotFoundError, ValueError) as e:
@@ -67,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     v.add_argument("--n", type=int, default=200, help="questions drawn, stratified (default 200)")
     v.add_argument("--max-turns", type=int, default=None, help="turns per question (default: the model's own)")
     v.add_argument("--max-new-tokens", type=int, default=None, help="tokens per turn (default: the model's own)")
+    v.add_argument("--system-prompt-style", default=None, help="dr-venus or compact (default: the model folder's own)")
     v.add_argument("--seed", type=int, default=0, help="the draw's seed")
     v.add_argument("--out", default=None, help="scored table (parquet; default <model>/../validation_<split>.parquet)")
     args = p.parse_args(argv)
