@@ -86,6 +86,8 @@ def test_token_f1_would_fail_the_labelled_set():
         ("Probably Paris", "Paris", True),
         ("1931 (rebuilt 1958)", "1931", True),
         ("São Paulo", "Sao Paulo", True),
+        ("The answer is Paris, or so the pages say", "Paris", True),
+        ("I am not sure, but Paris", "Paris", True),
     ],
 )
 def test_states_answer(answer, truth, verdict):

@@ -112,7 +112,7 @@ def best_span_f1(prediction: Any, ground_truth: Any) -> float:
 #: words that may stand next to a name without being part of it: function words, answer labels, titles and
 #: suffixes, sentence adverbs ("In Naduia.", "Answer: Kosa Midor", "Dr. Kosa Midor Jr.", "Probably Paris")
 _FREE_WORDS = frozenset(
-    "in at by from of on to for and or but is was are were it its he she they his her their this that "
+    "i in at by from of on to for and or but is was are were it its he she they his her their this that "
     "answer final born founded located yes no so thus hence therefore "
     "dr mr mrs ms prof professor president sir dame lord lady king queen saint st jr sr ii iii iv "
     "probably clearly likely perhaps maybe definitely certainly actually indeed".split()
@@ -174,7 +174,10 @@ def _candidates(text: str, numeric: bool, exclude: set[str]) -> int:
     words, _ = _words(text)
     if numeric:
         return sum(w[0].isdigit() and w[0] not in exclude for w in words)
-    return sum(w[1][:1].isupper() and w[0] not in _FREE_WORDS and w[0] not in exclude for w in words)
+    return sum(
+        w[1][:1].isupper() and w[0] not in _FREE_WORDS and w[0] not in ("the", "an") and w[0] not in exclude
+        for w in words  # "A" may be a list item ("A, B, C"), "The" is an article
+    )
 
 
 def _hedged(span: str, gold: list[str], numeric: bool) -> bool:
