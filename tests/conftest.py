@@ -24,6 +24,16 @@ def dr_venus_dir():
     return path
 
 
+@pytest.fixture(scope="session")
+def micro_model_dir(tmp_path_factory):
+    """A micro Qwen3 + tokenizer built offline from synthetic DR-Venus conversations (a couple of seconds); shared by
+    the modeling, SFT and fault tests."""
+    from venus_utils.modeling import build_tiny_model, synthetic_conversations
+
+    texts = [m["content"] for c in synthetic_conversations(60, seed=3) for m in c["messages"]]
+    return build_tiny_model(tmp_path_factory.mktemp("micro") / "model", texts, size="micro", vocab_size=600)
+
+
 def pytest_ignore_collect(collection_path, config):
     """In the Unsloth environment (`make test-unsloth` sets VENUS_UNSLOTH_ENV=1) collect only the test files
     that hold Unsloth tests: the others import packages that environment does not have (papermill, bm25s...)."""

@@ -24,15 +24,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# fixtures: the micro model and a few tokenized rows (as in tests/sft)
-
-
-@pytest.fixture(scope="module")
-def micro_model_dir(tmp_path_factory):
-    from venus_utils.modeling import build_tiny_model, synthetic_conversations
-
-    texts = [m["content"] for c in synthetic_conversations(60, seed=3) for m in c["messages"]]
-    return build_tiny_model(tmp_path_factory.mktemp("micro") / "model", texts, size="micro", vocab_size=600)
+# a few tokenized rows of the micro model (tests/conftest.py), as in tests/sft
 
 
 @pytest.fixture(scope="module")

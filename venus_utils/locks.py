@@ -194,13 +194,9 @@ def take(
     if known is not None:
         if known.pid == os.getpid():
             return known, False
-        lock = FolderLock(folder, path, "inherited", known.token, record=known.record)  # a forked child
-        _HELD[path] = lock
-        return lock, True
+        return _keep(FolderLock(folder, path, "inherited", known.token, record=known.record))  # a forked child
     if fcntl is None:
-        lock = FolderLock(folder, path, "unlocked")
-        _HELD[path] = lock
-        return lock, True
+        return _keep(FolderLock(folder, path, "unlocked"))
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -214,15 +210,11 @@ def take(
         os.close(fd)
         token = _inherited().get(str(path))
         if token and token == record.get("token"):  # held for this process by a parent (the pipeline)
-            lock = FolderLock(folder, path, "inherited", token, record=record)
-            _HELD[path] = lock
-            return lock, True
+            return _keep(FolderLock(folder, path, "inherited", token, record=record))
         raise FolderInUse(in_use_message(folder, path, record, what, hint), record) from None
     except OSError:  # no flock on this file system: unlocked
         os.close(fd)
-        lock = FolderLock(folder, path, "unlocked")
-        _HELD[path] = lock
-        return lock, True
+        return _keep(FolderLock(folder, path, "unlocked"))
     previous = _read_record(fd)
     if previous and not previous.get("released"):
         holder = f"{previous.get('what') or 'run'}, {describe_holder(previous)}"
@@ -237,9 +229,14 @@ def take(
     }
     os.ftruncate(fd, 0)
     os.pwrite(fd, (json.dumps(record) + "\n").encode("utf-8"), 0)
-    lock = FolderLock(folder, path, "held", record["token"], fd, record)
-    _HELD[path] = lock
+    lock, taken = _keep(FolderLock(folder, path, "held", record["token"], fd, record))
     _export(path, lock.token)
+    return lock, taken
+
+
+def _keep(lock: FolderLock) -> tuple[FolderLock, bool]:
+    """Record ``lock`` as this process's lock of its folder; ``(lock, True)``: this call took it."""
+    _HELD[lock.path] = lock
     return lock, True
 
 

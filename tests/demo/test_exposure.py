@@ -94,15 +94,11 @@ def test_check_service_refuses_urls_outside_the_configured_endpoints(requests_ma
     assert requests_made[-1] == "http://10.0.0.5:8000/v1/models"
 
 
-def test_a_run_on_a_refused_endpoint_does_not_start(requests_made):
-    from venus_utils.demo.app import DemoServer
-
-    calls = []
-    server = DemoServer(run_fn=lambda *a: calls.append(a) or {})
-    base = dict(
-        model="endpoint",
+def _run_form(**changes) -> dict:
+    form = dict(
+        model="checkpoint",
         checkpoint="",
-        endpoint="http://10.0.0.5:8000/v1",
+        endpoint="",
         endpoint_model="model",
         endpoint_key="",
         tools="local",
@@ -114,6 +110,15 @@ def test_a_run_on_a_refused_endpoint_does_not_start(requests_made):
         summary_model="",
         max_steps=3,
     )
+    return {**form, **changes}
+
+
+def test_a_run_on_a_refused_endpoint_does_not_start(requests_made):
+    from venus_utils.demo.app import DemoServer
+
+    calls = []
+    server = DemoServer(run_fn=lambda *a: calls.append(a) or {})
+    base = _run_form(model="endpoint", endpoint="http://10.0.0.5:8000/v1")
     for changes in ({}, dict(model="tiny", tools="web", summary_base="http://10.0.0.6:8000/v1")):
         updates = list(server.start("Where?", **{**base, **changes}))
         assert len(updates) == 1 and "not an endpoint this demo may contact" in updates[0][2]
@@ -172,25 +177,6 @@ def test_an_exposed_demo_refuses_loopback_urls_but_keeps_its_configured_endpoint
 
 # ---------------------------------------------------------------------------------------------------------------
 # issue 22, item 3: an exposed demo reads only its own folders and never echoes credentials
-
-
-def _run_form(**changes) -> dict:
-    form = dict(
-        model="checkpoint",
-        checkpoint="",
-        endpoint="",
-        endpoint_model="model",
-        endpoint_key="",
-        tools="local",
-        world_dir="",
-        serper_key="",
-        jina_key="",
-        summary_base="",
-        summary_key="",
-        summary_model="",
-        max_steps=3,
-    )
-    return {**form, **changes}
 
 
 def test_an_exposed_demo_refuses_folders_outside_its_run_folders(tmp_path):
