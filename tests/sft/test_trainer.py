@@ -228,3 +228,24 @@ def test_precision_decides_whether_the_loss_runs_under_bf16_autocast(
     res = train_sft(_cfg(max_steps=2, precision=precision), micro_model_dir, rows[:8], tmp_path)
     assert res.steps == 2 and seen and all(s == (precision == "bf16") for s in seen)
     assert SFTConfig(precision="auto").uses_bf16("cuda") and not SFTConfig(precision="fp32").uses_bf16("cuda")
+
+
+@pytest.mark.parametrize("on", [False, True])
+def test_gradient_checkpointing_is_on_only_when_the_config_asks(on, micro_model_dir, rows, tmp_path, monkeypatch):
+    """TRL's own SFTConfig turns it on by default: off in the recipe's config must reach the trainer as off (it
+    recomputed every layer's forward on the CPU profiles, ~1/4 of a step)."""
+    import venus_utils.sft.trainer as trainer_module
+
+    seen = []
+    original = trainer_module.masked_lm_loss
+
+    def spy(model, batch, *args, **kwargs):
+        seen.append(model.is_gradient_checkpointing)
+        return original(model, batch, *args, **kwargs)
+
+    monkeypatch.setattr(trainer_module, "masked_lm_loss", spy)
+    res = train_sft(_cfg(max_steps=1, gradient_checkpointing=on), micro_model_dir, rows[:8], tmp_path)
+    assert res.steps == 1 and seen and all(s is on for s in seen)
+    # under Unsloth, on is Unsloth's own (from_pretrained / get_peft_model); off is still off
+    args = trainer_module._training_args(_cfg(gradient_checkpointing=False), tmp_path, False, "unsloth")
+    assert args.gradient_checkpointing is False

@@ -319,8 +319,11 @@ def _training_args(cfg: SFTConfig, out_dir: Path, has_eval: bool, engine: str):
         dataloader_pin_memory=device == "cuda",
         disable_tqdm=False,
     )
-    if cfg.gradient_checkpointing and engine == "trl":  # Unsloth applies its own in get_peft_model / from_pretrained
-        kwargs["gradient_checkpointing"] = True
+    # Off means off: TRL's SFTConfig turns gradient checkpointing on by default (TRL 1.x), which recomputed every
+    # layer's forward on the CPU profiles that set it off (~1/4 of an SFT step). On, Unsloth applies its own (in
+    # get_peft_model / from_pretrained) and the TRL default is left to it.
+    if engine == "trl" or not cfg.gradient_checkpointing:
+        kwargs["gradient_checkpointing"] = cfg.gradient_checkpointing
     return TRLConfig(**kwargs)
 
 
