@@ -61,6 +61,44 @@ def test_greedy_rollouts_equal_the_reference_path_on_world_questions(world_dir, 
         assert a.completion_ids == b.completion_ids and a.messages == b.messages and a.prediction == b.prediction
 
 
+def test_rows_that_stop_at_different_steps_keep_exact_outputs_and_caches():
+    """Stopped rows stay in the batch until they are a quarter of it (then the batch is compacted): every row's ids
+    equal its own single-row decode, and the caches kept for the next turn give the same ids as a cold start."""
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    torch.manual_seed(0)  # a random model whose greedy ids vary (the fixture's repeat one token)
+    cfg = Qwen3Config(
+        vocab_size=500,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+    )
+    tiny_lm = Qwen3ForCausalLM(cfg).eval()
+    prompts = _prompts(cfg.vocab_size, n=8, seed=3)
+    free = KVDecoder(tiny_lm).generate(prompts, 24, stop_ids=set())
+
+    def lengths_with(stops):  # where each row would stop: just after its first stop id
+        return {next((k + 1 for k, t in enumerate(ids) if t in stops), len(ids)) for ids in free}
+
+    candidates = sorted({t for ids in free for t in ids})
+    pairs = [{a, b} for i, a in enumerate(candidates) for b in candidates[i:]]
+    stops = max(pairs, key=lambda pair: len(lengths_with(pair)))  # stop ids that end the rows at the most steps
+    warm = KVDecoder(tiny_lm)
+    got = warm.generate(prompts, 24, stop_ids=stops)
+    lengths = sorted({len(g) for g in got})
+    assert len(lengths) >= 3, f"rows should stop at different steps: {lengths}"
+    for prompt, ids in zip(prompts, got):
+        assert ids == KVDecoder(tiny_lm).generate([prompt], 24, stop_ids=stops)[0]
+        assert all(t not in stops for t in ids[:-1]) and (ids[-1] in stops or len(ids) == 24)
+    nxt = [p + ids + [5, 6, 7] for p, ids in zip(prompts, got)]
+    before = warm.stats["reused_tokens"]
+    assert warm.generate(nxt, 16, stop_ids=set()) == KVDecoder(tiny_lm).generate(nxt, 16, stop_ids=set())
+    assert warm.stats["reused_tokens"] - before >= sum(len(p) for p in prompts)
+
+
 def test_a_changed_weight_drops_the_cache(tiny_lm, tiny_tokenizer):
     import copy
 

@@ -92,3 +92,13 @@ def test_only_the_newest_checkpoints_are_kept_and_resume_still_works(tiny_lm, tm
         assert text in card, text
     assert "[None]" not in card and (model_dir / "config.json").exists()
     assert [p.name for p in tmp_path.rglob("README.md")] == ["README.md"]  # only the model's own card
+
+
+@pytest.mark.parametrize("on", [False, True])
+def test_gradient_checkpointing_in_the_update_follows_the_config(on, tiny_lm, tmp_path):
+    """TRL's GRPOConfig turns it on by default; the CPU lesson sets it off (a recomputed forward per update)."""
+    cfg = small_cfg(max_steps=1, max_turns=2, max_tokens_per_turn=8, gradient_checkpointing=on)
+    assert grpo_args(cfg, tmp_path).gradient_checkpointing is on
+    trainer = _trainer(tiny_lm, tmp_path, cfg)
+    trainer.train()  # the Trainer turns it on when training starts
+    assert trainer.state.global_step == 1 and trainer.model.is_gradient_checkpointing is on

@@ -195,6 +195,11 @@ class KVDecoder:
                 out = F.scaled_dot_product_attention(
                     q, k, v, is_causal=True, scale=attn.scaling, enable_gqa=self.n_kv != self.n_heads
                 )
+            elif t == 1:  # a decode step: two batched matmuls, each query head grouped with its key/value head
+                # (SDPA's CPU kernel is built for long queries: ~2x slower than this for one query per row)
+                qg = q.reshape(b, self.n_kv, self.n_heads // self.n_kv, self.head_dim)
+                scores = torch.matmul(qg, k_cache[:, :, :width].transpose(-1, -2)) * attn.scaling + bias
+                out = torch.matmul(scores.softmax(-1), v_cache[:, :, :width]).reshape(b, self.n_heads, 1, -1)
             else:
                 out = F.scaled_dot_product_attention(
                     q,
@@ -267,9 +272,12 @@ class KVDecoder:
         logits = self.forward(ids, positions, caches, positions.max(1).values + 1, last)
         lengths = torch.tensor([len(a) for a in arrays], device=device)  # next write position per row
 
-        # 2. decode all rows together; a row that stops leaves the batch (its cache is kept for its next turn)
+        # 2. decode all rows together; a row that stops is done (its cache is kept for its next turn).  Done rows
+        # leave the batch only once they are a quarter of it: each removal copies every row's cache, and removing
+        # rows one by one (a batch's rows stop at different steps) cost more than decoding a few idle rows.
         out: list[list[int]] = [[] for _ in range(b)]
         active = list(range(b))  # original row of each batch row
+        finished = [False] * b  # per batch row: stopped (its tokens are no longer kept)
         stop = torch.tensor(sorted(stop_ids) or [-1], device=device)
         for step in range(max_new_tokens):
             if should_stop is not None and should_stop():
@@ -277,26 +285,32 @@ class KVDecoder:
             nxt = select_next(logits, temperature, top_p, top_k)
             tokens = nxt.tolist()
             for j, tok in enumerate(tokens):
-                out[active[j]].append(tok)
-            done = torch.isin(nxt, stop)
+                if not finished[j]:
+                    out[active[j]].append(tok)
+            done = torch.isin(nxt, stop).tolist()
             if step == max_new_tokens - 1:
                 break
-            if bool(done.any()):
-                keep = (~done).nonzero().squeeze(-1)
-                for j in done.nonzero().squeeze(-1).tolist():
-                    self._store(arrays[active[j]], out[active[j]], caches, j, int(lengths[j]))
-                if len(keep) == 0:
+            newly = [j for j, d in enumerate(done) if d and not finished[j]]
+            for j in newly:
+                self._store(arrays[active[j]], out[active[j]], caches, j, int(lengths[j]))
+                finished[j] = True
+            if newly:
+                alive = [j for j, f in enumerate(finished) if not f]
+                if not alive:
                     active = []
                     break
-                caches = [(k.index_select(0, keep), v.index_select(0, keep)) for k, v in caches]
-                active = [active[j] for j in keep.tolist()]
-                lengths, nxt = lengths.index_select(0, keep), nxt.index_select(0, keep)
+                if len(alive) <= 0.75 * len(active):
+                    keep = torch.tensor(alive, device=device)
+                    caches = [(k.index_select(0, keep), v.index_select(0, keep)) for k, v in caches]
+                    active, finished = [active[j] for j in alive], [False] * len(alive)
+                    lengths, nxt = lengths.index_select(0, keep), nxt.index_select(0, keep)
             self.stats["decode_steps"] += 1
             positions = lengths[:, None]
             logits = self.forward(nxt[:, None], positions, caches, lengths + 1)
             lengths = lengths + 1
         for j, row in enumerate(active):  # rows that ran out of tokens (or were stopped)
-            self._store(arrays[row], out[row], caches, j, int(lengths[j]))
+            if not finished[j]:
+                self._store(arrays[row], out[row], caches, j, int(lengths[j]))
         return out
 
     def _store(self, prompt: np.ndarray, sampled: list[int], caches, row: int, length: int) -> None:

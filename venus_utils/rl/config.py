@@ -131,6 +131,10 @@ class IGPOConfig:
     learning_rate: float = field(default=1e-6, metadata={"help": "AdamW, constant, no warm-up."})
     weight_decay: float = field(default=0.01, metadata={"help": "AdamW weight decay."})
     max_grad_norm: float = field(default=1.0, metadata={"help": "Gradient-norm clip."})
+    gradient_checkpointing: bool = field(
+        default=True,
+        metadata={"help": "Recompute activations in the update (DR-Venus: on); off is faster where memory allows."},
+    )
     prompts_per_step: int = field(default=16, metadata={"help": "data.train_batch_size: questions per RL step."})
     num_generations: int = field(default=8, metadata={"help": "Group size n: rollouts per question."})
     micro_batch_size: int = field(default=1, metadata={"help": "Trajectories per forward/backward."})

@@ -84,6 +84,7 @@ def grpo_args(cfg: IGPOConfig, output_dir: str | Path, *, device: str = "cpu", w
         learning_rate=cfg.learning_rate,
         weight_decay=cfg.weight_decay,
         max_grad_norm=cfg.max_grad_norm,
+        gradient_checkpointing=cfg.gradient_checkpointing,  # explicit: TRL's GRPOConfig turns it on by default
         lr_scheduler_type="constant",
         warmup_steps=0,
         beta=0.0,  # the KL term is ours (policy_loss), not TRL's

@@ -44,6 +44,7 @@ STAGE = "04_igpo_rl"
 REWARD_FUNCTIONS = ("turn_reward", "outcome_reward")
 RESUMABLE_FIELDS = {
     "max_steps",
+    "gradient_checkpointing",
     "save_steps",
     "save_total_limit",
     "use_vllm",
