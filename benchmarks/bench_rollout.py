@@ -8,8 +8,10 @@
 Two IGPO trainers (:class:`venus_utils.rl.igpo_trainer.IGPOTrainer`, each on its own copy of the same model, the
 same questions and seed) take turns, one optimizer step at a time, so machine noise hits them alike:
 
-- ``reference``: rollouts through transformers ``generate`` (the whole context re-encoded every turn);
-- ``fast``: rollouts through the cached decoder (:mod:`venus_utils.modeling.kv_decode`).
+- ``reference``: rollouts through transformers ``generate`` (the whole context re-encoded every turn) and an update
+  with gradient checkpointing (TRL's default, what the cpu profile ran before ``gradient_checkpointing: false``);
+- ``fast``: rollouts through the cached decoder (:mod:`venus_utils.modeling.kv_decode`), no recomputation in the
+  update (the cpu profile's settings).
 
 Printed per variant: seconds per step in each phase the trainer logs (generation, the rest of the rollout: tools
 and the agent loop, judge, information gain, advantages, the policy update), generated tokens/s, and the share
@@ -92,6 +94,7 @@ def main(argv=None) -> int:
             ig_tool_filter="all",
             system_prompt_style=style,
             seed=0,
+            gradient_checkpointing=not fast,
         )
         out = tmp / label
         trainer = IGPOTrainer(

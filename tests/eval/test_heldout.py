@@ -222,6 +222,45 @@ def test_compare_runs_pairs_each_run_and_pools_the_seeds(tmp_path, capsys):
         ho.compare_runs(runs, model="RL")
 
 
+def test_compare_runs_also_pairs_the_headline_slice_of_a_hard_tier(tmp_path):
+    """Issue 21: pooled over seeds, the arms are compared on the hard tier's held-out sub-worlds beside all questions;
+    a run whose world has no hard tier adds to "all" only."""
+    from venus_utils.eval import heldout as ho
+
+    def tiered(correct, slices):
+        t = _scored(correct)
+        t["tier_group"] = t["id"].map(slices)
+        return t
+
+    slices = {"a": "hard/heldout", "b": "hard/heldout", "c": "easy/sft", "d": "hard/sft"}
+    runs = [tmp_path / "s10", tmp_path / "s11", tmp_path / "old"]
+    tables = [
+        (
+            tiered({"a": [0], "b": [0], "c": [1], "d": [0]}, slices),
+            tiered({"a": [1], "b": [1], "c": [0], "d": [0]}, slices),
+        ),
+        (
+            tiered({"a": [0], "b": [1], "c": [1], "d": [1]}, slices),
+            tiered({"a": [1], "b": [1], "c": [1], "d": [0]}, slices),
+        ),
+        (_scored({"a": [1], "b": [0]}), _scored({"a": [1], "b": [1]})),
+    ]
+    for run, (sft, rl) in zip(runs, tables):
+        for label, scored in (("SFT", sft), ("RL (IGPO)", rl)):
+            (run / ho.SCORED[label]).parent.mkdir(parents=True, exist_ok=True)
+            scored.to_parquet(run / ho.SCORED[label])
+    table = ho.compare_runs(runs)
+    assert table.groupby("slice")["run"].apply(list).to_dict() == {
+        "all": [*map(str, runs), "pooled"],
+        ho.HEADLINE: [str(runs[0]), str(runs[1]), "pooled"],
+    }
+    head = table[(table["slice"] == ho.HEADLINE) & (table["run"] == "pooled")].iloc[0]
+    assert (head["n"], head["fixed"], head["broken"]) == (4, 3, 0)
+    assert head["accuracy_before"] == pytest.approx(1 / 4) and head["accuracy_after"] == 1.0
+    every = table[(table["slice"] == "all") & (table["run"] == "pooled")].iloc[0]
+    assert (every["n"], every["fixed"], every["broken"]) == (10, 4, 2)
+
+
 def test_every_accuracy_names_its_tier_and_sub_world_group():
     """Issue 21: with a hard tier, the headline is the hard tier's held-out sub-worlds, and every figure of
     summary.json says which slice it is (tier, group, both), for one model and for a paired comparison."""

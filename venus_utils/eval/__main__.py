@@ -6,8 +6,9 @@
 
 Pairs ``--model`` with ``--baseline`` question by question in each run folder (their greedy held-out results,
 written by notebooks 03 and 04 or ``python -m venus_utils.rl train``) and over all the runs together
-(:func:`venus_utils.eval.heldout.compare_runs`); prints one row per run and the pooled row, and with ``--json``
-writes them to a file.
+(:func:`venus_utils.eval.heldout.compare_runs`); prints one row per run and the pooled row, for every question and
+for the headline slice (hard/heldout) when the runs' worlds have a hard tier, and with ``--json`` writes them to a
+file.
 
 ``validate`` answers ``--n`` questions of a world's ``--split`` (``val`` by default: the questions settings are chosen
 on; the held-out ``test`` questions only report) greedily, as the held-out evaluation does, and prints the accuracy
@@ -23,7 +24,7 @@ from pathlib import Path
 from ..io import write_json
 from .heldout import SCORED, EvalSettings, compare_runs, draw_heldout, evaluate_model, summary
 
-COLUMNS = ["run", "n", "accuracy_before", "accuracy_after", "difference", "diff_ci_low", "diff_ci_high"]
+COLUMNS = ["run", "slice", "n", "accuracy_before", "accuracy_after", "difference", "diff_ci_low", "diff_ci_high"]
 COLUMNS += ["fixed", "broken", "mcnemar_p", "detectable_difference", "verdict"]
 
 

@@ -320,23 +320,33 @@ def compare_runs(run_dirs: Sequence[str | Path], baseline: str = "SFT", model: s
     """``model`` against ``baseline`` (labels of :data:`SCORED`) in each run folder, paired by question, and, for
     two or more runs (e.g. one per seed), pooled: every run's questions taken together as one paired sample (a
     question of run k counts as its own question).  One row per run plus ``pooled``, with
-    :func:`venus_utils.eval.stats.paired_comparison`'s columns.  A run without both results is an error naming the
-    missing files."""
+    :func:`venus_utils.eval.stats.paired_comparison`'s columns, for every question (``slice`` "all") and, when a
+    run's world has a hard tier, again for the headline slice (:data:`HEADLINE`: the hard tier's held-out
+    sub-worlds; pooled over the runs that have it).  A run without both results is an error naming the missing
+    files."""
     if baseline not in SCORED or model not in SCORED:
         raise ValueError(f"models are one of {sorted(SCORED)}; got {baseline!r} and {model!r}")
-    rows, before, after = [], [], []
-    for k, run in enumerate(map(Path, run_dirs)):
+    pairs = []
+    for run in map(Path, run_dirs):
         missing = [str(run / SCORED[label]) for label in (baseline, model) if not (run / SCORED[label]).exists()]
         if missing:
             raise FileNotFoundError(f"{run}: no held-out results at {', '.join(missing)}")
-        a, b = (
-            per_question(load_scored(run / SCORED[label])).set_index("id")["correct"] for label in (baseline, model)
-        )
-        rows.append({"run": str(run), **paired_comparison(a, b)})
-        before.append(a.rename(index=lambda q, k=k: f"{k}:{q}"))
-        after.append(b.rename(index=lambda q, k=k: f"{k}:{q}"))
-    if len(rows) > 1:
-        rows.append({"run": "pooled", **paired_comparison(pd.concat(before), pd.concat(after))})
+        pairs.append((run, *(per_question(load_scored(run / SCORED[label])) for label in (baseline, model))))
+    rows = []
+    for name in ("all", HEADLINE):
+        before, after, runs = [], [], 0
+        for k, (run, a, b) in enumerate(pairs):
+            if name != "all":
+                if "tier_group" not in b or not (b["tier_group"] == name).any():
+                    continue
+                a, b = a[a["id"].isin(b.loc[b["tier_group"] == name, "id"])], b[b["tier_group"] == name]
+            a, b = a.set_index("id")["correct"], b.set_index("id")["correct"]
+            rows.append({"run": str(run), "slice": name, **paired_comparison(a, b)})
+            before.append(a.rename(index=lambda q, k=k: f"{k}:{q}"))
+            after.append(b.rename(index=lambda q, k=k: f"{k}:{q}"))
+            runs += 1
+        if runs > 1:
+            rows.append({"run": "pooled", "slice": name, **paired_comparison(pd.concat(before), pd.concat(after))})
     return pd.DataFrame(rows)
 
 

@@ -168,11 +168,11 @@ def arms(args: argparse.Namespace) -> dict:
     if {"igpo", "grpo"} <= set(chosen):
         pairs.append(("RL (GRPO)", "RL (IGPO)"))
     for baseline, model in pairs:
-        try:
-            row = ho.compare_runs([run], baseline=baseline, model=model).iloc[0].to_dict()
+        try:  # every question, and the headline slice (hard/heldout) when the world has a hard tier
+            found = ho.compare_runs([run], baseline=baseline, model=model).to_dict("records")
         except FileNotFoundError as exc:  # no held-out set in this run (notebook 03 draws it): nothing to pair
-            row = {"error": str(exc)}
-        rows.append({"baseline": baseline, "model": model, **row})
+            found = [{"error": str(exc)}]
+        rows += [{"baseline": baseline, "model": model, **row} for row in found]
     result = {"run": str(run), "arms": chosen, "comparisons": rows}
     if is_main_process():
         write_json(run / "arms.json", result)
@@ -181,7 +181,8 @@ def arms(args: argparse.Namespace) -> dict:
                 print(f"[arms] {r['model']} vs {r['baseline']}: not compared ({r['error']})")
                 continue
             print(
-                f"[arms] {r['model']} vs {r['baseline']}: {r['accuracy_after']:.3f} vs {r['accuracy_before']:.3f} "
+                f"[arms] {r['model']} vs {r['baseline']} ({r['slice']}): "
+                f"{r['accuracy_after']:.3f} vs {r['accuracy_before']:.3f} "
                 f"(n = {r['n']}), difference {r['difference']:+.3f} "
                 f"[{r['diff_ci_low']:+.3f}, {r['diff_ci_high']:+.3f}], McNemar p = {r['mcnemar_p']:.3g} "
                 f"({r['fixed']} fixed / {r['broken']} broken), detectable difference "
