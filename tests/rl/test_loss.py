@@ -71,3 +71,35 @@ def test_token_logprobs_match_a_full_forward(tiny_lm):
     expected = full[:, 6:11].gather(-1, ids[:, 7:12, None]).squeeze(-1)
     assert torch.allclose(logps, expected, atol=1e-5)
     assert ent.shape == (2, 5) and (ent > 0).all()
+
+
+def test_token_logprobs_of_padded_rows_equal_each_row_alone(tiny_lm):
+    """The trainer's layout (left-padded prompts, right-padded completions) is packed to the front of each row and
+    run without a mask: every real completion token's log-prob equals the row's own unpadded forward."""
+    model, tok = tiny_lm
+    g = torch.Generator().manual_seed(1)
+    pad = tok.pad_token_id or 0
+    prompts = [torch.randint(3, len(tok), (n,), generator=g) for n in (7, 3, 5)]
+    completions = [torch.randint(3, len(tok), (n,), generator=g) for n in (4, 6, 1)]
+    p_w, c_w = max(map(len, prompts)), max(map(len, completions))
+    ids = torch.full((3, p_w + c_w), pad)
+    mask = torch.zeros_like(ids)
+    for i, (p, c) in enumerate(zip(prompts, completions)):
+        ids[i, p_w - len(p) : p_w], ids[i, p_w : p_w + len(c)] = p, c
+        mask[i, p_w - len(p) : p_w + len(c)] = 1
+    logps, ent = token_logprobs(model, ids, mask, c_w, temperature=0.7, entropy=True)
+    assert logps.shape == ent.shape == (3, c_w)
+    with torch.no_grad():
+        for i, (p, c) in enumerate(zip(prompts, completions)):
+            row = torch.cat([p, c])[None]
+            alone = torch.log_softmax(model(input_ids=row).logits[0].float() / 0.7, -1)
+            want = alone[len(p) - 1 : -1].gather(-1, c[:, None]).squeeze(-1)
+            assert torch.allclose(logps[i, : len(c)], want, atol=1e-5), i
+    # the same rows with the mask applied as it is (the path any other layout takes) agree within rounding
+    holey = mask.clone()
+    holey[0, p_w] = 0  # not the trainer's layout: runs with its mask
+    with torch.no_grad():
+        masked = model(input_ids=ids, attention_mask=holey, logits_to_keep=c_w + 1).logits[:, :-1].float()
+    other, _ = token_logprobs(model, ids, holey, c_w)
+    want = torch.log_softmax(masked, -1).gather(-1, ids[:, -c_w:, None]).squeeze(-1)
+    assert torch.allclose(other, want, atol=1e-6)

@@ -176,6 +176,8 @@ class IGPOTrainer(AtomicCheckpoints, GRPOTrainer):
             )
         default_turn, default_outcome = reward_functions(cfg)
         self.turn_reward, self.outcome_reward = turn_reward or default_turn, outcome_reward or default_outcome
+        if not args.gradient_checkpointing and getattr(model, "is_gradient_checkpointing", False):
+            model.gradient_checkpointing_disable()  # off means off, also for a model an earlier trainer turned it on
         if peft_config is None and cfg.kl_coef and ref_model is None:
             ref_model = copy.deepcopy(model)  # the frozen starting policy (DR-Venus: the SFT checkpoint)
         self._ref = ref_model.eval().requires_grad_(False) if ref_model is not None else None

@@ -61,6 +61,13 @@ def policy_loss(
     return loss, stats
 
 
+def _packed_layout(attention_mask: torch.Tensor, prompt_len: int) -> bool:
+    """True when every row is a left-padded prompt (zeros then ones) followed by a right-padded completion (ones
+    then zeros): the trainer's layout, whose real tokens are contiguous."""
+    left, right = attention_mask[:, :prompt_len], attention_mask[:, prompt_len:]
+    return bool((left[:, 1:] >= left[:, :-1]).all()) and bool((right[:, 1:] <= right[:, :-1]).all())
+
+
 def token_logprobs(
     model,
     input_ids: torch.Tensor,
@@ -70,10 +77,30 @@ def token_logprobs(
     temperature: float = 1.0,
     entropy: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Log-probs (and optionally entropies) of the last ``logits_to_keep`` tokens of each row, shape (B, K)."""
-    out = model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=logits_to_keep + 1)
-    logits = out.logits[:, :-1, :].float() / temperature  # logits[:, k] predicts token (L - K + k)
-    targets = input_ids[:, -logits_to_keep:]
+    """Log-probs (and optionally entropies) of the last ``logits_to_keep`` tokens of each row, shape (B, K).
+
+    The trainer's rows are a left-padded prompt and a right-padded completion.  Their real tokens are moved to the
+    front of the row first (padding only at the end), so the forward needs no attention mask (in a causal model a
+    real token never sees the padding after it): it runs SDPA's causal kernel, about twice as fast on a CPU as the
+    masked one, with the positions the rollout was generated at (0, 1, ... in every row); the logits are taken where
+    each completion token is predicted.  Any other layout runs as it is, with its mask."""
+    k = logits_to_keep
+    width = input_ids.size(1)
+    mask = attention_mask.bool()
+    if k < 1 or k >= width or not _packed_layout(attention_mask, width - k):
+        out = model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=k + 1)
+        logits = out.logits[:, :-1, :]  # logits[:, j] predicts token (L - K + j)
+    else:
+        order = torch.argsort((~mask).to(torch.int8), dim=1, stable=True)  # real tokens first, in their order
+        packed = input_ids.gather(1, order)
+        real_prompt = mask[:, : width - k].sum(1)
+        where = real_prompt[:, None] - 1 + torch.arange(k, device=input_ids.device)[None, :]  # predicts column j
+        cols = torch.unique(where)
+        out = model(input_ids=packed, logits_to_keep=cols)
+        index = torch.searchsorted(cols, where)
+        logits = out.logits.gather(1, index[..., None].expand(-1, -1, out.logits.size(-1)))
+    logits = logits.float() / temperature
+    targets = input_ids[:, -k:]
     logp_all = torch.log_softmax(logits, dim=-1)
     logps = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
     ent = None
