@@ -68,23 +68,31 @@ def tiny_tokenizer(world_dir):
     )
 
 
-@pytest.fixture(scope="session")
-def tiny_lm(tiny_tokenizer):
+def random_qwen3(vocab_size: int, **extra):
+    """A randomly initialised 2-layer Qwen3 (seed 0) for the generation tests."""
     import torch
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     torch.manual_seed(0)
     cfg = Qwen3Config(
-        vocab_size=len(tiny_tokenizer),
+        vocab_size=vocab_size,
         hidden_size=64,
         intermediate_size=128,
         num_hidden_layers=2,
         num_attention_heads=4,
         num_key_value_heads=2,
         head_dim=16,
+        **extra,
+    )
+    return Qwen3ForCausalLM(cfg).eval()
+
+
+@pytest.fixture(scope="session")
+def tiny_lm(tiny_tokenizer):
+    return random_qwen3(
+        len(tiny_tokenizer),
         max_position_embeddings=4096,
         tie_word_embeddings=True,
         eos_token_id=tiny_tokenizer.eos_token_id,
         pad_token_id=tiny_tokenizer.pad_token_id,
     )
-    return Qwen3ForCausalLM(cfg).eval()

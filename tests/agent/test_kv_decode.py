@@ -15,6 +15,8 @@ from venus_utils.modeling.kv_decode import KVDecoder, supports, warp_logits
 from venus_utils.tools import make_toolbox
 from venus_utils.world_store import load_world_questions
 
+from .conftest import random_qwen3
+
 
 def _prompts(vocab: int, n: int = 6, seed: int = 0) -> list[list[int]]:
     g = torch.Generator().manual_seed(seed)
@@ -64,20 +66,8 @@ def test_greedy_rollouts_equal_the_reference_path_on_world_questions(world_dir, 
 def test_rows_that_stop_at_different_steps_keep_exact_outputs_and_caches():
     """Stopped rows stay in the batch until they are a quarter of it (then the batch is compacted): every row's ids
     equal its own single-row decode, and the caches kept for the next turn give the same ids as a cold start."""
-    from transformers import Qwen3Config, Qwen3ForCausalLM
-
-    torch.manual_seed(0)  # a random model whose greedy ids vary (the fixture's repeat one token)
-    cfg = Qwen3Config(
-        vocab_size=500,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=16,
-    )
-    tiny_lm = Qwen3ForCausalLM(cfg).eval()
-    prompts = _prompts(cfg.vocab_size, n=8, seed=3)
+    tiny_lm = random_qwen3(500)  # a random model whose greedy ids vary (the fixture's repeat one token)
+    prompts = _prompts(500, n=8, seed=3)
     free = KVDecoder(tiny_lm).generate(prompts, 24, stop_ids=set())
 
     def lengths_with(stops):  # where each row would stop: just after its first stop id
