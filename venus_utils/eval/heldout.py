@@ -334,18 +334,18 @@ def compare_runs(run_dirs: Sequence[str | Path], baseline: str = "SFT", model: s
         pairs.append((run, *(per_question(load_scored(run / SCORED[label])) for label in (baseline, model))))
     rows = []
     for name in ("all", HEADLINE):
-        before, after, runs = [], [], 0
+        before, after = [], []
         for k, (run, a, b) in enumerate(pairs):
-            if name != "all":
-                if "tier_group" not in b or not (b["tier_group"] == name).any():
+            if name == HEADLINE:
+                found, b = headline_slice(b)
+                if found != HEADLINE:  # no hard tier in this run's world
                     continue
-                a, b = a[a["id"].isin(b.loc[b["tier_group"] == name, "id"])], b[b["tier_group"] == name]
+                a = a[a["id"].isin(b["id"])]
             a, b = a.set_index("id")["correct"], b.set_index("id")["correct"]
             rows.append({"run": str(run), "slice": name, **paired_comparison(a, b)})
             before.append(a.rename(index=lambda q, k=k: f"{k}:{q}"))
             after.append(b.rename(index=lambda q, k=k: f"{k}:{q}"))
-            runs += 1
-        if runs > 1:
+        if len(before) > 1:
             rows.append({"run": "pooled", "slice": name, **paired_comparison(pd.concat(before), pd.concat(after))})
     return pd.DataFrame(rows)
 
