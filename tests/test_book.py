@@ -317,3 +317,36 @@ def test_renders_the_real_smoke_run_when_it_exists(tmp_path):
             elapsed = json.loads(summary.read_text())["elapsed_s"]
             assert f"<td>{book._format(elapsed)}</td>" in index_text
     print(f"rendered {len(pages)} page(s) of runs/smoke in {seconds:.1f}s")
+
+
+def test_the_story_rows_show_intervals_and_the_headline_slice():
+    def acc(a, lo, hi, n):
+        return {"accuracy": a, "ci_low": lo, "ci_high": hi, "n": n}
+
+    head = {"slice": "hard/heldout", **acc(0.25, 0.2, 0.31, 285)}
+    pair = {
+        "n": 600,
+        "difference": 0.02,
+        "diff_ci_low": -0.01,
+        "diff_ci_high": 0.05,
+        "mcnemar_p": 0.2912,
+        "fixed": 14,
+        "broken": 8,
+        "verdict": "noise",
+    }
+    story = {
+        "models": [{"model": "SFT", **acc(0.552, 0.512, 0.591, 600), "headline": head}],
+        "comparisons": [
+            {"baseline": "SFT", "model": "RL (IGPO)", **pair, "headline": {**pair, "n": 285, "slice": "hard/heldout"}}
+        ],
+    }
+    headline, rows = book.story_rows(story)
+    assert headline == "hard/heldout"
+    assert rows["models"] == [
+        {"model": "SFT", "all": "0.552 [0.512, 0.591] (n = 600)", "headline": "0.250 [0.200, 0.310] (n = 285)"}
+    ]
+    assert [(r["pair"], r["slice"], r["difference"], r["p"], r["fixed_broken"]) for r in rows["comparisons"]] == [
+        ("RL (IGPO) vs SFT", "all (n = 600)", "+0.020 [-0.010, +0.050]", "0.291", "14 / 8"),
+        ("RL (IGPO) vs SFT", "hard/heldout (n = 285)", "+0.020 [-0.010, +0.050]", "0.291", "14 / 8"),
+    ]
+    assert book.story_rows({"models": [], "comparisons": []}) == ("all", {"models": [], "comparisons": []})

@@ -92,7 +92,16 @@ def test_the_smoke_run_renders_as_a_book_with_every_figure(smoke_run, tmp_path):
         html = page.read_text(encoding="utf-8")
         assert html.count("data:image/png;base64") >= figures, page.name
         assert FAKE_SECRET not in html
-    assert all(stage in index.read_text(encoding="utf-8") for stage in STAGES)
+    text = index.read_text(encoding="utf-8")
+    assert all(stage in text for stage in STAGES)
+    # the index leads with the run's held-out story: each model with its interval, RL against SFT paired
+    story = text[text.index("The run in numbers") : text.index("<h2>Stages</h2>")]
+    sft = json.loads((out / "03_sft_unsloth" / "summary.json").read_text())["agent_after"]
+    assert (
+        f"<td>SFT</td><td>{sft['accuracy']:.3f} [{sft['ci_low']:.3f}, {sft['ci_high']:.3f}] (n = {sft['n']})" in story
+    )
+    assert "RL (IGPO) vs SFT" in story and "McNemar p" in story
+    assert text.count("data:image/png;base64") >= 2  # the key figures of 03 and 04
 
 
 def test_an_edited_reward_cell_is_trained_never_silently_restored(smoke_run, tmp_path):
@@ -109,11 +118,11 @@ def test_an_edited_reward_cell_is_trained_never_silently_restored(smoke_run, tmp
     out, _ = smoke_run
     source = NOTEBOOKS_DIR / "04_igpo_rl.ipynb"
     nb = json.loads(source.read_text(encoding="utf-8"))
-    example = "# rewards = [None if r is None else max(r, 0.0) for r in rewards]"
+    example = "# reward = None if reward is None else max(reward, 0.0)"
     cells = [c for c in nb["cells"] if example in "".join(c["source"])]
     assert len(cells) == 1
     cells[0]["source"] = "".join(cells[0]["source"]).replace(
-        example, "rewards = [None if r is None else r + 0.5 for r in rewards]"
+        example, "reward = None if reward is None else reward + 0.5"
     )
     edited = tmp_path / "04_igpo_rl.ipynb"
     edited.write_text(json.dumps(nb), encoding="utf-8")

@@ -26,6 +26,7 @@ Images cannot be checked: a plot that draws a key in its pixels would not be cau
 from __future__ import annotations
 
 import argparse
+import base64
 import copy
 import datetime as _dt
 import html
@@ -44,6 +45,7 @@ import jinja2
 from dotenv import dotenv_values
 
 from . import env as _env
+from .eval.heldout import run_story
 from .io import atomic_dir, atomic_write, read_json
 from .paths import NOTEBOOKS_DIR, REPO_ROOT
 from .profiles import STAGE_RE, discover_notebooks
@@ -437,6 +439,12 @@ def _markdown_base(raw_nb, executed: Path) -> Path:
 SKIP_KEYS = {"stage", "profile"}
 #: Written by every stage (:meth:`venus_utils.stage.Stage.finish`): listed after the stage's own figures.
 BOOKKEEPING = ("elapsed_s", "timings_s", "finished_at")
+#: the figure each stage's section on the index shows (a file the stage's notebook saves in its folder)
+KEY_FIGURES = {
+    "03_sft_unsloth": ("heldout_accuracy.png", "held-out accuracy before and after SFT"),
+    "04_igpo_rl": ("training.png", "what happened during RL training"),
+    "05_evaluation": ("pass_at_k.png", "pass@k of the trained agent"),
+}
 MAX_LIST = 10
 #: A nested record with more entries than this (``machine``, ``tiny_model``) is shown folded on the index.
 MAX_SHOWN = 8
@@ -451,7 +459,7 @@ def _format(value: Any) -> str | None:
     if isinstance(value, int):
         return str(value)
     if isinstance(value, float):
-        text = f"{value:.6g}"
+        text = f"{value:.4g}"
         return text if any(c in text for c in ".ein") else text + ".0"
     if isinstance(value, str):
         return value
@@ -512,6 +520,35 @@ h2 { margin-top: 1.6em; border-bottom: 1px solid #eee; padding-bottom: 0.2em; }
 {%- if total_s is not none %} · {{ "%.1f" | format(total_s) }} s of stage time{% endif %}.</p>
 <p class="meta">Each page is an executed notebook of this run, rendered with nbconvert. Known secrets are masked.</p>
 
+{%- if story.models %}
+<h2>The run in numbers</h2>
+<p class="meta">Greedy answers to the run's held-out questions, judged; each accuracy with its n and 95% interval.
+{%- if headline != "all" %} The headline is the <b>{{ headline }}</b> slice (the hard tier on held-out sub-worlds,
+never trained on).{% endif %}</p>
+<table class="story">
+<thead><tr><th>model</th><th>all questions</th>
+{%- if headline != "all" %}<th>{{ headline }}</th>{% endif %}</tr></thead>
+<tbody>
+{%- for m in story.models %}
+<tr><td>{{ m.model }}</td><td>{{ m.all }}</td>{% if headline != "all" %}<td>{{ m.headline }}</td>{% endif %}</tr>
+{%- endfor %}
+</tbody>
+</table>
+{%- if story.comparisons %}
+<table class="story">
+<thead><tr><th>paired, same questions</th><th>slice</th><th>difference [95% CI]</th><th>McNemar p</th>
+<th>fixed / broken</th><th>verdict</th></tr></thead>
+<tbody>
+{%- for c in story.comparisons %}
+<tr><td>{{ c.pair }}</td><td>{{ c.slice }}</td><td>{{ c.difference }}</td><td class="num">{{ c.p }}</td>
+<td class="num">{{ c.fixed_broken }}</td><td>{{ c.verdict }}</td></tr>
+{%- endfor %}
+</tbody>
+</table>
+{%- endif %}
+{%- endif %}
+
+<h2>Stages</h2>
 <table class="overview">
 <thead><tr><th>#</th><th>stage</th><th>status</th><th>time (s)</th><th>finished</th></tr></thead>
 <tbody>
@@ -530,24 +567,20 @@ h2 { margin-top: 1.6em; border-bottom: 1px solid #eee; padding-bottom: 0.2em; }
 {%- for section in sections %}
 <h2 id="{{ section.stage }}"><a href="{{ section.file }}">{{ section.title }}</a>
 {%- if section.failed %} <span class="failed">(failed)</span>{% endif %}</h2>
+{%- if section.figure %}
+<figure><img src="{{ section.figure }}" alt="{{ section.figure_caption }}" style="max-width:100%">
+<figcaption class="meta">{{ section.figure_caption }}</figcaption></figure>
+{%- endif %}
 {%- if section.main or section.more %}
+<details><summary>every figure of its summary.json ({{ section.main | length + section.more | length }})</summary>
 <table class="figures">
-<thead><tr><th>key figure</th><th>value</th></tr></thead>
 <tbody>
-{%- for key, value in section.main %}
+{%- for key, value in section.main + section.more %}
 <tr><td class="key">{{ key }}</td><td>{{ value }}</td></tr>
 {%- endfor %}
 </tbody>
 </table>
-{%- if section.more %}
-<details><summary>{{ section.more | length }} more figure(s)</summary>
-<table class="figures"><tbody>
-{%- for key, value in section.more %}
-<tr><td class="key">{{ key }}</td><td>{{ value }}</td></tr>
-{%- endfor %}
-</tbody></table>
 </details>
-{%- endif %}
 {%- else %}
 <p class="meta">No <code>summary.json</code>: the stage did not finish.</p>
 {%- endif %}
@@ -557,7 +590,57 @@ h2 { margin-top: 1.6em; border-bottom: 1px solid #eee; padding-bottom: 0.2em; }
 """
 
 
-def render_index(pages: list[Page], *, run_title: str, profile: str, run_shown: str, not_run: list[str], clean) -> str:
+def _interval(accuracy: float, low: float, high: float, n: int) -> str:
+    return f"{accuracy:.3f} [{low:.3f}, {high:.3f}] (n = {n})"
+
+
+def story_rows(story: dict[str, list[dict[str, Any]]]) -> tuple[str, dict[str, list[dict[str, str]]]]:
+    """:func:`~venus_utils.eval.heldout.run_story` as the index shows it: ``(headline slice, rows)``, each accuracy
+    with its interval and n, each paired comparison on every question and on the headline slice."""
+    headline = next((m["headline"]["slice"] for m in story["models"]), "all")
+    models = [
+        {
+            "model": m["model"],
+            "all": _interval(m["accuracy"], m["ci_low"], m["ci_high"], m["n"]),
+            "headline": _interval(*(m["headline"][k] for k in ("accuracy", "ci_low", "ci_high", "n"))),
+        }
+        for m in story["models"]
+    ]
+    comparisons = []
+    for c in story["comparisons"]:
+        for name, figures in (("all", c), (headline, c.get("headline"))):
+            if not figures or (name == headline and headline == "all"):
+                continue
+            comparisons.append(
+                {
+                    "pair": f"{c['model']} vs {c['baseline']}",
+                    "slice": f"{name} (n = {figures['n']})",
+                    "difference": f"{figures['difference']:+.3f} [{figures['diff_ci_low']:+.3f}, "
+                    f"{figures['diff_ci_high']:+.3f}]",
+                    "p": f"{figures['mcnemar_p']:.3g}",
+                    "fixed_broken": f"{figures['fixed']} / {figures['broken']}",
+                    "verdict": str(figures["verdict"]),
+                }
+            )
+    return headline, {"models": models, "comparisons": comparisons}
+
+
+def _figure_uri(path: Path) -> str | None:
+    if not path.is_file():
+        return None
+    return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
+
+
+def render_index(
+    pages: list[Page],
+    *,
+    run_title: str,
+    profile: str,
+    run_shown: str,
+    not_run: list[str],
+    clean,
+    story: dict[str, list[dict[str, Any]]] | None = None,
+) -> str:
     overview, sections, finished, total = [], [], [], 0.0
     have_total = False
     for page in pages:
@@ -580,8 +663,11 @@ def render_index(pages: list[Page], *, run_title: str, profile: str, run_shown: 
             }
         )
         main, more = key_figures(summary) if page.summary is not None else ([], [])
+        figure, caption = KEY_FIGURES.get(page.stage, (None, ""))
         sections.append(
             {
+                "figure": _figure_uri(page.notebook.parent / figure) if figure else None,
+                "figure_caption": caption,
                 "stage": page.stage,
                 "file": page.file,
                 "title": page.title,
@@ -603,8 +689,11 @@ def render_index(pages: list[Page], *, run_title: str, profile: str, run_shown: 
             }
         )
     overview.sort(key=lambda row: row["number"])
+    headline, story_shown = story_rows(story or {"models": [], "comparisons": []})
     template = jinja2.Environment(autoescape=True).from_string(_INDEX_TEMPLATE)
     return template.render(
+        story=story_shown,
+        headline=headline,
         run_title=run_title,
         profile=profile,
         run_shown=run_shown,
@@ -704,7 +793,13 @@ def build_book(
         not_run = [p.stem for p in discover_notebooks(notebooks_dir) if p.stem not in stages]
     run_shown = _rewrite_paths(str(run_dir.resolve()), rewrites)
     index = render_index(
-        pages, run_title=run_title, profile=profile, run_shown=run_shown, not_run=not_run, clean=clean
+        pages,
+        run_title=run_title,
+        profile=profile,
+        run_shown=run_shown,
+        not_run=not_run,
+        clean=clean,
+        story=run_story(run_dir),
     )
     rendered[INDEX] = _outside_data_uris(index, lambda chunk: redact_text(chunk, secrets))
 

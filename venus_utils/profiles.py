@@ -359,7 +359,8 @@ PARAMETERS: dict[str, dict[str, Setting]] = {
         "judge": _JUDGE,
         "train_qa": _PATH,
         "heldout_qa": _PATH,
-        "example_rollout": Setting(str),
+        "example_questions": _AT_LEAST_ONE,
+        "example_rollout": Setting(str | None),
         "example_max_tokens": _AT_LEAST_ONE,
     },
     "05_evaluation": {  # and AgentConfig (STAGE_CONFIGS)

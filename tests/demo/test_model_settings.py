@@ -135,3 +135,22 @@ def test_the_demo_cli_defaults_to_the_models_settings(rl_run, monkeypatch, capsy
     assert "prompt compact, max_turns 2, max_new_tokens 16 (model folder (rl))" in capsys.readouterr().out
     main(["--run-dir", str(rl_run), "--system-prompt-style", "dr-venus", "--max-steps", "5"])
     assert (launched["defaults"].system_prompt_style, launched["defaults"].max_steps) == ("dr-venus", 5)
+
+
+def test_the_page_names_the_model_it_loaded_and_what_the_offline_agent_knows(rl_run, micro_run, monkeypatch):
+    """Issue 23: the model choice read "tiny offline agent" for the run's RL model, and nothing told a visitor that the
+    offline agent knows only its world (asked about Dune, it named a person of its world with confidence)."""
+    pytest.importorskip("gradio")
+    from venus_utils.demo.app import DemoServer
+    from venus_utils.eval.loaders import load_questions
+
+    monkeypatch.chdir(rl_run)
+    server = DemoServer(defaults=default_settings(str(rl_run)))
+    assert server.run_model_label() == "this run's RL model (04_igpo_rl)"
+    note = server.world_note()
+    first = load_questions(micro_run / "00_setup" / "world" / "qa" / "test.parquet")["question"].iloc[0]
+    assert "knows only its offline world" in note and first in note
+    base_only = DemoServer(defaults=default_settings(str(micro_run)))
+    assert base_only.run_model_label().startswith("this run's untrained base model (")
+    web = DemoServer(defaults=default_settings(str(rl_run), offline=False))
+    assert web.world_note() == ""

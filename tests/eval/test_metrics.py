@@ -206,3 +206,36 @@ def test_score_with_the_project_judge_offline():
     assert out["correct"].tolist() == [1.0, 0.0, 1.0]
     assert out["em"].tolist() == [1.0, 0.0, 0.0]
     assert out["judge_method"].tolist() == ["exact", "empty", "offline"]
+
+
+def test_interval_bars_are_labelled_with_each_models_own_n_and_the_legend_sits_outside():
+    """Issue 23: notebook 03 labelled the after-SFT bars (n = 600) with the before-SFT n (30), the first table's."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from venus_utils.eval import plots
+
+    def table(rows):
+        return pd.DataFrame(rows, columns=["group", "value", "accuracy", "ci_low", "ci_high", "n"])
+
+    before = table([("all", "all", 0.0, 0.0, 0.1, 30), ("hops", "2", 0.0, 0.0, 0.2, 10)])
+    after = table(
+        [("all", "all", 0.5, 0.4, 0.6, 600), ("hops", "2", 0.6, 0.5, 0.7, 200), ("hops", "3", 0.4, 0.3, 0.5, 400)]
+    )
+    same = table([("all", "all", 0.4, 0.3, 0.5, 600)])
+    fig = plots.accuracy_intervals({"before": before, "after": after})
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == [
+        "all\n(n=30 / 600)",
+        "hops=2\n(n=10 / 200)",
+        "hops=3\n(n=- / 400)",
+    ]
+    fig.canvas.draw()
+    legend = ax.get_legend().get_window_extent()
+    assert legend.x0 >= ax.get_window_extent().x1  # beside the axes, not over the bars
+    plt.close(fig)
+    fig = plots.accuracy_intervals({"SFT": same, "RL": same})
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["all\n(n=600)"]
+    plt.close(fig)

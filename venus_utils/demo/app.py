@@ -18,11 +18,14 @@ import sys
 import threading
 import time
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import gradio as gr
 import httpx
 
+from ..eval.loaders import load_questions
+from ..stage import best_model
 from .cards import render_html, steps_from_messages
 from .runs import (
     DEMO_FALLBACK,
@@ -45,6 +48,7 @@ from .runs import (
 )
 
 POLL_S = 0.5  # how often the feed refreshes while a run is going
+MODEL_NAMES = {"rl": "RL model", "sft": "SFT model", "base": "untrained base model"}  # venus_utils.stage.MODEL_STAGES
 TERMINAL = ("Completed", "Stopped", "Error")
 
 
@@ -80,6 +84,14 @@ def _status_markdown(run: Run | None) -> str:
     if run is None:
         return "Status: **Idle**"
     return f"Status: **{run.status}** · {len(steps_from_messages(run.snapshot()[0])) - 1} steps · {run.elapsed:.0f} s"
+
+
+def _shown(folder: Path) -> str:
+    """A folder as the page shows it: relative to the working directory when it lies inside it."""
+    try:
+        return str(Path(folder).resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(folder)
 
 
 class DemoServer:
@@ -249,6 +261,32 @@ class DemoServer:
         except Exception as exc:  # unreachable, 401, not an OpenAI server...
             return "❌ " + hide_secrets(f"{base}: {type(exc).__name__}: {exc}", [key])
 
+    def run_model_label(self) -> str:
+        """The label of the "run folder's model" choice: which model that is (RL, SFT or the untrained base) and
+        where it lies, so the page says what it loaded."""
+        try:
+            label, folder = best_model(self.defaults.extra.get("run_dir", "runs/smoke"))
+        except FileNotFoundError:
+            return "this run's model (none found: run the notebooks first)"
+        return f"this run's {MODEL_NAMES.get(label, label)} ({_shown(folder)})"
+
+    def world_note(self) -> str:
+        """What the offline agent can answer, with one of its world's questions to try (empty for the web tools)."""
+        if self.defaults.tools != "local":
+            return ""
+        example = ""
+        try:
+            questions = load_questions(Path(self.defaults.world_dir) / "qa" / "test.parquet")
+            example = f" Try one of its questions: *{questions['question'].iloc[0]}*"
+        except (OSError, ValueError, KeyError, IndexError):
+            pass
+        return (
+            "<small>**The offline agent knows only its offline world.** Its model learned to research in this "
+            "recipe's generated world, and the local tools search only that world's pages: asked about anything "
+            "else (a novel, a real person), it still answers with a name from its world, confidently."
+            f"{example}</small>"
+        )
+
     # ---- layout --------------------------------------------------------------------------------------
     def build(self) -> gr.Blocks:
         d = self.defaults
@@ -261,7 +299,7 @@ class DemoServer:
                     gr.Markdown("### Settings")
                     model = gr.Radio(
                         [
-                            ("tiny offline agent", "tiny"),
+                            (self.run_model_label(), "tiny"),
                             ("trained checkpoint", "checkpoint"),
                             ("OpenAI-compatible endpoint", "endpoint"),
                         ],
@@ -313,6 +351,7 @@ class DemoServer:
                     with gr.Row():
                         start = gr.Button("Start", variant="primary", elem_id="start")
                         stop = gr.Button("Stop", variant="stop", elem_id="stop")
+                    gr.Markdown(self.world_note(), elem_id="world-note")
                     status = gr.Markdown(_status_markdown(None), elem_id="status")
                     gr.Markdown("### Research process")
                     feed = gr.HTML(render_html([]), elem_id="feed")

@@ -368,3 +368,24 @@ def compare_to(results: dict[str, pd.DataFrame], baseline: str = "SFT") -> dict[
     if baseline not in results:
         return {}
     return {label: compare(results[baseline], scored) for label, scored in results.items() if label.startswith("RL")}
+
+
+def run_story(run_dir: str | Path) -> dict[str, list[dict[str, Any]]]:
+    """A run's held-out results in numbers (the book's first page): each model's accuracy on every question and on
+    the headline slice, with n and 95% interval (:func:`summary`), and the paired verdicts (:func:`compare`): every
+    RL arm against SFT and, when both ran, IGPO against GRPO.  Empty lists for a run without held-out results."""
+    results = run_results(run_dir)
+    models = []
+    for label, scored in results.items():
+        s = summary(scored, by=())
+        models.append(
+            {"model": label, **{k: s[k] for k in ("n", "accuracy", "ci_low", "ci_high")}, "headline": s["headline"]}
+        )
+    pairs = [("SFT", label) for label in results if label.startswith("RL") and "SFT" in results]
+    if {"RL (IGPO)", "RL (GRPO)"} <= set(results):
+        pairs.append(("RL (GRPO)", "RL (IGPO)"))
+    comparisons = [
+        {"baseline": baseline, "model": model, **compare(results[baseline], results[model])}
+        for baseline, model in pairs
+    ]
+    return {"models": models, "comparisons": comparisons}

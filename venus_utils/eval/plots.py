@@ -107,12 +107,15 @@ def accuracy_intervals(
         acc = part["accuracy"].astype(float)
         err = [(acc - part["ci_low"].astype(float)).clip(lower=0), (part["ci_high"].astype(float) - acc).clip(lower=0)]
         ax.bar(x, acc, width, yerr=err, capsize=3, label=label)
-    ax.set_xticks(
-        np.arange(len(places)),
-        [f"{p}\n(n={int(n)})" for p, n in zip(places, rows.drop_duplicates("where")["n"])],
-        fontsize=8,
-    )
+    ax.set_xticks(np.arange(len(places)), [f"{p}\n({_sizes(rows, p, models)})" for p in places], fontsize=8)
     ax.set(ylim=(0, 1), ylabel="accuracy", title=title)
-    if len(models) > 1:
-        ax.legend(fontsize=8)
+    if len(models) > 1:  # beside the axes, never over a bar
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return _save(fig, path)
+
+
+def _sizes(rows: pd.DataFrame, place: str, models: list[str]) -> str:
+    """``n=600``, or each model's n at ``place`` in legend order when they differ (``n=30 / 600``)."""
+    at = rows[rows["where"] == place].set_index("model")["n"]
+    sizes = [str(int(at[m])) if m in at.index else "-" for m in models]
+    return f"n={sizes[0]}" if len(set(sizes)) == 1 else "n=" + " / ".join(sizes)

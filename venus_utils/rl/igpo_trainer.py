@@ -23,7 +23,6 @@ the parts that need no TRL (training rows, advantages over processes, group sign
 from __future__ import annotations
 
 import copy
-import math
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -37,16 +36,15 @@ from trl.trainer.utils import pad
 
 from ..checkpoints import AtomicCheckpoints
 from ..env import available
-from ..eval.judge import JudgeFn, JudgeUnavailable
+from ..eval.judge import JudgeFn
 from ..io import read_jsonl, write_jsonl
 from ..perf import PhaseTimer
 from ..protocol import extract_answer
 from .config import IGPOConfig
-from .format_penalty import turn_format_errors
-from .info_gain import compute_info_gains
 from .loss import policy_loss, token_logprobs
 from .rewards import Episode, episode_rewards, reward_functions
 from .rollout import VLLMServer
+from .scoring import judge_episodes, score_turns
 from .trainer import DynamicBatch, process_advantages
 
 #: rollout_fn(model, tokenizer, rows, cfg, llm=None) -> one Episode per row, same order (rows repeat for the
@@ -231,58 +229,15 @@ class IGPOTrainer(AtomicCheckpoints, GRPOTrainer):
         return self.vllm_generation.llm if self.use_vllm else None
 
     def judge_episodes(self, episodes: Sequence[Episode]) -> None:
-        """The judge's verdict on each episode's final answer (``ep.judge_score``), one call per batch."""
-        scores = self.judge(
-            [ep.question for ep in episodes],
-            [ep.prediction or "" for ep in episodes],
-            [ep.ground_truth for ep in episodes],
-        )
-        scores = [float(s) for s in scores]
-        failed = [i for i, s in enumerate(scores) if math.isnan(s)]
-        if failed:  # once more for the answers the judge failed on (a transient failure)
-            again = self.judge(
-                [episodes[i].question for i in failed],
-                [episodes[i].prediction or "" for i in failed],
-                [episodes[i].ground_truth for i in failed],
-            )
-            for i, s in zip(failed, again, strict=True):
-                scores[i] = float(s)
-        unjudged = sum(math.isnan(s) for s in scores)
-        if unjudged:  # an unjudged answer is neither right nor wrong: no outcome reward can be given for it
-            raise JudgeUnavailable(
-                f"the judge failed on {unjudged} of {len(scores)} final answers of step {self.state.global_step}; "
-                "RL does not train on unjudged answers. Fix the judge's endpoint and resume (the last checkpoint "
-                "is kept), or set JUDGE_FALLBACK=offline."
-            )
-        for ep, score in zip(episodes, scores, strict=True):
-            ep.judge_score = float(score)
+        """The judge's verdict on each episode's final answer (:func:`~.scoring.judge_episodes`)."""
+        judge_episodes(self.judge, episodes, where=f" of step {self.state.global_step}")
 
     def score_episodes(self, episodes: Sequence[Episode]) -> list[dict[int, float]]:
-        """Fill IG and format errors on each judged episode (:meth:`judge_episodes`) and return its token-level
-        rewards."""
-        cfg, policy = self.igpo, self.policy()
-        gains = compute_info_gains(  # every episode of the step at once (batched where the model allows it)
-            policy,
-            self.processing_class,
-            [
-                dict(
-                    input_ids=ep.input_ids,
-                    boundaries=ep.boundaries,
-                    tool_names=ep.tool_names,
-                    ground_truth=ep.ground_truth,
-                )
-                for ep in episodes
-            ],
-            info_gain_type=cfg.info_gain_type,
-            tool_filter=cfg.ig_tool_filter,
-            template=cfg.pseudo_answer,
-            temperature=cfg.temperature,
-            chunk_size=cfg.ig_chunk_size,
-        )
+        """Fill IG and format errors on each judged episode (:func:`~.scoring.score_turns`), call the reward functions
+        and return each episode's token-level rewards."""
+        score_turns(self.policy(), self.processing_class, episodes, self.igpo)
         rewards = []
-        for ep, ig in zip(episodes, gains, strict=True):
-            ep.info_gain, ep.ig_values = ig.gains, ig.values
-            ep.format_errors = turn_format_errors(ep.turns)
+        for ep in episodes:
             if ep.num_turns == 0 or not ep.completion_ids:  # a failed rollout: no tokens, no statistics
                 ep.extra.update(turn_rewards=[], outcome=0.0)
                 rewards.append({})

@@ -17,6 +17,7 @@ from .data import (
     loss_mask_html,
     read_sft_parquet,
     tokenize_conversation,
+    trained_spans,
 )
 from .trainer import SFTResult, export_model, launch_sft, prepare_engine, resolve_engine, train_sft
 
@@ -41,5 +42,6 @@ __all__ = [
     "read_sft_parquet",
     "resolve_engine",
     "tokenize_conversation",
+    "trained_spans",
     "train_sft",
 ]

@@ -173,6 +173,21 @@ def examples_from_parquet(path: str | Path, tokenizer, max_length: int | None = 
     return build_examples(read_sft_parquet(path), tokenizer, max_length=max_length, source=str(path))
 
 
+def trained_spans(example: dict[str, list[int]], tokenizer) -> list[str]:
+    """The text of each run of consecutive trained tokens of a tokenized trajectory (``labels`` not ignored): under
+    DR-Venus's mask, one run per assistant turn, from after its generation prompt to its ``<|im_end|>`` and newline."""
+    spans: list[list[int]] = []
+    previous = False
+    for token, label in zip(example["input_ids"], example["labels"], strict=True):
+        trained = label != IGNORE
+        if trained and not previous:
+            spans.append([])
+        if trained:
+            spans[-1].append(token)
+        previous = trained
+    return [tokenizer.decode(ids) for ids in spans]
+
+
 def loss_mask_html(messages: Any, tokenizer, max_chars: int = 400) -> str:
     """HTML of a rendered trajectory, trained tokens highlighted; long untrained segments are elided in the middle."""
     parts = ['<pre style="white-space:pre-wrap;font-size:11px;line-height:1.35">']
