@@ -8,10 +8,11 @@ from types import SimpleNamespace
 import pytest
 
 from venus_utils.io import read_jsonl
+from venus_utils.rl.batch import DynamicBatch
 from venus_utils.rl.config import IGPOConfig
 from venus_utils.rl.igpo_trainer import IGPOTrainer, grpo_args
+from venus_utils.rl.questions import rl_rows
 from venus_utils.rl.rollout import make_agent_rollout
-from venus_utils.rl.trainer import DynamicBatch, rl_rows
 
 from .test_trainer import EchoTools, exact_judge, small_cfg
 

@@ -7,9 +7,9 @@ import math
 import pytest
 
 from venus_utils.rl.advantages import compute_turn_advantages
+from venus_utils.rl.batch import group_signal, process_advantages
 from venus_utils.rl.config import NORM_MODES, IGPOConfig
 from venus_utils.rl.rewards import Episode, episode_rewards, igpo_outcome_reward, igpo_turn_reward, reward_functions
-from venus_utils.rl.trainer import group_signal, process_advantages
 
 EPS = 1e-6
 
@@ -201,7 +201,7 @@ def test_groups_with_signal_counts_judge_scores_the_same_way_in_every_arm():
 
 
 def test_groups_whose_rollouts_are_one_trajectory_are_counted():
-    from venus_utils.rl.trainer import group_signal
+    from venus_utils.rl.batch import group_signal
 
     lengths, groups = [3, 3, 3, 3, 3], ["a", "a", "b", "b", "c"]
     got = group_signal(lengths, groups, [1.0] * 5, [[0.0] * 3] * 5, digests=[7, 7, 1, 2, 9])

@@ -7,7 +7,7 @@ import json
 from types import SimpleNamespace
 
 from venus_utils.rl.config import IGPOConfig
-from venus_utils.rl.trainer import save_policy
+from venus_utils.rl.policy import save_policy
 
 
 def test_save_policy_writes_how_the_rollouts_ran(tiny_lm, tmp_path):

@@ -10,8 +10,8 @@ import torch
 from venus_utils.io import read_jsonl
 from venus_utils.rl.config import IGPOConfig
 from venus_utils.rl.igpo_trainer import IGPOTrainer, grpo_args
+from venus_utils.rl.questions import rl_rows
 from venus_utils.rl.rollout import episode_from_rollout, make_agent_rollout
-from venus_utils.rl.trainer import rl_rows
 
 
 class EchoTools:
@@ -193,7 +193,7 @@ def test_why_no_gain_pairs_questions_and_counts_flat_groups():
 
 def test_unsolved_questions_keeps_what_the_policy_does_not_always_solve(monkeypatch):
     from venus_utils.rl import rollout
-    from venus_utils.rl.trainer import rl_rows
+    from venus_utils.rl.questions import rl_rows
 
     rows = rl_rows([{"id": str(i), "question": f"q{i}?", "answer": "a"} for i in range(4)])
     outcomes = {"q0?": [1.0, 1.0], "q1?": [1.0, 0.0], "q2?": [0.0, 0.0], "q3?": [0.0, 1.0]}
@@ -220,7 +220,7 @@ def test_unsolved_questions_keeps_what_the_policy_does_not_always_solve(monkeypa
 
 def test_unsolved_questions_refuses_several_processes_and_an_all_solved_pool(monkeypatch):
     from venus_utils.rl import rollout
-    from venus_utils.rl.trainer import rl_rows
+    from venus_utils.rl.questions import rl_rows
 
     rows = rl_rows([{"id": "0", "question": "q0?", "answer": "a"}])
     monkeypatch.setattr(

@@ -47,7 +47,7 @@ def test_grpo_arm_trains_on_the_judged_outcome_only(tiny_lm, tmp_path):
 
 
 def test_only_the_newest_checkpoints_are_kept_and_resume_still_works(tiny_lm, tmp_path):
-    from venus_utils.rl.trainer import save_policy
+    from venus_utils.rl.policy import save_policy
 
     cfg = small_cfg(max_steps=4, save_steps=1, max_turns=2, max_tokens_per_turn=8)
     assert cfg.save_total_limit == 2 and grpo_args(cfg, tmp_path).save_total_limit == 2

@@ -147,3 +147,15 @@ def test_cli_prints_model_view_and_exits_0_on_tool_failure(world_dir, monkeypatc
     env["SERPER_API_URL"] = "http://127.0.0.1:9/search"
     failed = _cli("search", "anything", "--backend", "serper", "--timeout", "5", env=env)
     assert failed.returncode == 0 and "SERPER_KEY_ID is not set" in failed.stdout
+
+
+def test_a_tool_called_by_hand_works_where_an_event_loop_already_runs(world_dir):
+    """Issue 23: ``call_sync`` used ``asyncio.run``, which fails inside Jupyter (its thread runs an event loop); it now
+    runs through the package's one coroutine runner (``venus_utils.aio``), as the agent and the demo do."""
+    box = make_toolbox("local", world_dir=world_dir)
+    expected = box.call_sync("search", {"query": ["x"]})
+
+    async def inside_a_running_loop():  # what a notebook cell is
+        return box.call_sync("search", {"query": ["x"]})
+
+    assert asyncio.run(inside_a_running_loop()) == expected

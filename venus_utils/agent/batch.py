@@ -11,13 +11,13 @@ in the output are kept and skipped on a rerun; a torn last line (a killed run) i
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import json
 from pathlib import Path
 from typing import Any
 
 from tqdm.auto import tqdm
 
+from ..aio import run_coroutine
 from ..io import atomic_write, dumps_json
 from .loop import AgentConfig, run_agent
 
@@ -116,18 +116,6 @@ async def run_file_async(
         "terminations": counts,
         "output": str(output),
     }
-
-
-def run_coroutine(coro):
-    """Run a coroutine to completion from synchronous code, also inside Jupyter (whose event loop is already
-    running: then in a worker thread with its own loop)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, coro).result()
 
 
 def run_file(*args, **kwargs) -> dict:

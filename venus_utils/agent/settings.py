@@ -1,7 +1,7 @@
 """How a trained model folder says it should be run: ``venus_agent.json``.
 
 The SFT export (:func:`venus_utils.sft.trainer.export_model`) and the RL save
-(:func:`venus_utils.rl.trainer.save_policy`) write, next to the weights::
+(:func:`venus_utils.rl.policy.save_policy`) write, next to the weights::
 
     {"system_prompt_style": "compact", "max_turns": 8, "max_new_tokens": 128, "stage": "rl"}
 

@@ -24,6 +24,7 @@ from urllib.parse import urlsplit, urlunsplit
 from ..agent.backends import OpenAIBackend, TransformersBackend
 from ..agent.loop import run_agent
 from ..agent.settings import resolve_agent_settings
+from ..aio import run_coroutine
 from ..env import redact, redact_url
 from ..stage import best_model, model_candidates, resolve_run_dir
 from ..tools import make_toolbox
@@ -528,28 +529,6 @@ def make_tools(settings: DemoSettings) -> Any:
     return box
 
 
-def _run_coroutine(coro):
-    """``asyncio.run`` that also works inside Jupyter (whose thread already runs an event loop)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    box: dict = {}
-
-    def target():
-        try:
-            box["value"] = asyncio.run(coro)
-        except BaseException as exc:  # re-raised in the caller's thread
-            box["error"] = exc
-
-    worker = threading.Thread(target=target, name="venus-agent")
-    worker.start()
-    worker.join()
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
-
-
 def agent_run_fn(
     question: str,
     settings: DemoSettings,
@@ -575,7 +554,7 @@ def agent_run_fn(
     model = _Observed(backend, on_messages, stop)
     toolbox = _ObservedTools(tools if tools is not None else make_tools(settings), model)
     cfg = chosen.config(time_limit_s=settings.time_limit_s)
-    rollout = _run_coroutine(run_agent(question, model, toolbox, cfg))
+    rollout = run_coroutine(run_agent(question, model, toolbox, cfg))
     result = rollout.to_dict(token_ids=False)
     result["agent_settings"] = {**chosen.values(), "from": chosen.describe()}
     if stop.is_set() and rollout.termination == "exception":

@@ -27,8 +27,9 @@ from typing import Any
 import pandas as pd
 
 from ..agent import AgentConfig, load_backend
-from ..agent.batch import run_coroutine, run_file_async
+from ..agent.batch import run_file_async
 from ..agent.settings import model_agent_settings
+from ..aio import run_coroutine
 from ..io import atomic_path, read_json, write_json
 from ..tools import make_toolbox
 from ..world_store import load_world_questions

@@ -7,8 +7,11 @@
 - :mod:`.loss`: the policy loss (PPO clip, k3 KL, token mean);
 - :mod:`.rollout`: agent-loop rollouts as episodes, held-out accuracy;
 - :mod:`.igpo_trainer`: :class:`~.igpo_trainer.IGPOTrainer` (a TRL ``GRPOTrainer`` subclass) and ``grpo_args``;
-- :mod:`.trainer`: the trainer's TRL-free parts (``rl_rows``, ``process_advantages``, ``group_signal``,
-  ``save_policy``);
+- :mod:`.scoring`: what a finished rollout gets before its rewards (the judge's verdict, IG, the format check);
+- :mod:`.batch`: a step's batch (advantages over processes, ``group_signal``, dynamic sampling);
+- :mod:`.policy`: the policy loaded (``load_policy``) and saved (``save_policy``); :mod:`.questions`: the RL questions;
+- :mod:`.stage`: notebook 04's steps (resume, filter, train, save, held-out scores); :mod:`.worked_example`: its
+  worked example (a group of rollouts, from information gain to advantages);
 - :class:`IGPOConfig`: every knob, DR-Venus's values as defaults.
 
 Torch / TRL are imported by the submodules that need them, not here (``IGPOTrainer``: import it from

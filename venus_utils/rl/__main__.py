@@ -43,8 +43,7 @@ from .stage import (
     STAGE,
     filter_questions,
     heldout_eval,
-    heldout_rl,
-    heldout_sft,
+    heldout_scores,
     resume,
     save_model,
     stage_inputs,
@@ -100,9 +99,10 @@ def train(args: argparse.Namespace) -> dict:
             stage, sft_dir, params["heldout_qa"], world_dir, params["heldout_n"], cfg.seed, params["device"]
         )
         if questions is not None:  # the same greedy held-out evaluation as notebooks 03-05
-            kw = dict(world_dir=world_dir, tools=tools, judge=grader)
+            kw = dict(sft_dir=sft_dir, world_dir=world_dir, tools=tools, judge=grader)
             comparison = ho.compare(
-                heldout_sft(stage, sft_dir, questions, settings, **kw), heldout_rl(stage, questions, settings, **kw)
+                heldout_scores(stage, "sft", questions, settings, **kw),
+                heldout_scores(stage, "rl", questions, settings, **kw),
             )
     summary = dict(
         summary_figures(

@@ -15,9 +15,10 @@ Per-step metrics go to ``metrics.jsonl`` and per-episode records (IG by turn...)
 the output folder.  ``IGPOConfig.reward_mode='grpo'`` trains the outcome-only baseline with the same loop: only the
 reward functions change (:func:`venus_utils.rl.rewards.reward_functions`).
 
-This module imports TRL at import time, as TRL's own ``grpo_trainer.py`` does; :mod:`venus_utils.rl.trainer` holds
-the parts that need no TRL (training rows, advantages over processes, group signal, saving the policy), and
-``import venus_utils.rl`` imports neither.
+This module imports TRL at import time, as TRL's own ``grpo_trainer.py`` does; the parts that need no TRL live beside
+it (:mod:`.scoring`: judge, information gain, format check; :mod:`.batch`: advantages over processes, group signal,
+dynamic sampling; :mod:`.policy`: saving the policy; :mod:`.questions`: training rows), and ``import venus_utils.rl``
+imports neither.
 """
 
 from __future__ import annotations
@@ -40,12 +41,12 @@ from ..eval.judge import JudgeFn
 from ..io import read_jsonl, write_jsonl
 from ..perf import PhaseTimer
 from ..protocol import extract_answer
+from .batch import DynamicBatch, process_advantages
 from .config import IGPOConfig
 from .loss import policy_loss, token_logprobs
 from .rewards import Episode, episode_rewards, reward_functions
 from .rollout import VLLMServer
 from .scoring import judge_episodes, score_turns
-from .trainer import DynamicBatch, process_advantages
 
 #: rollout_fn(model, tokenizer, rows, cfg, llm=None) -> one Episode per row, same order (rows repeat for the
 #: group); ``llm`` is TRL's vLLM engine when ``use_vllm`` is on (weights already synced), else None
@@ -206,7 +207,7 @@ class IGPOTrainer(AtomicCheckpoints, GRPOTrainer):
 
     def create_model_card(self, *args, **kwargs):
         """No TRL model card ("a fine-tuned version of [None]") in the stage folder or a checkpoint: the RL
-        model's card is the one :func:`~.trainer.save_policy` writes into ``model/``."""
+        model's card is the one :func:`~.policy.save_policy` writes into ``model/``."""
         return None
 
     # --- rollout and rewards -------------------------------------------------------------------------
@@ -277,7 +278,7 @@ class IGPOTrainer(AtomicCheckpoints, GRPOTrainer):
     def sample_batch(self, policy, inputs) -> tuple[list[Episode], dict]:
         """This step's judged episodes (``len(inputs)`` of them) and the sampling counts: the rollouts of ``inputs``,
         or with ``dynamic_sampling`` groups with an outcome signal from up to ``max_sampling_rounds`` rounds
-        (:class:`~.trainer.DynamicBatch`)."""
+        (:class:`~.batch.DynamicBatch`)."""
         cfg = self.igpo
         batch = DynamicBatch(len(inputs), cfg.num_generations, cfg.dynamic_sampling)
         batch.add(self._roll_out(policy, inputs))

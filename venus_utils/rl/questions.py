@@ -1,4 +1,5 @@
-"""The RL questions: which file they come from (:func:`rl_question_file`) and the trainer's rows (:func:`qa_rows`)."""
+"""The RL questions: which file they come from (:func:`rl_question_file`) and the trainer's rows (:func:`qa_rows`,
+:func:`rl_rows`)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,6 @@ from pathlib import Path
 
 from ..eval.loaders import _find, load_verl_qa, stratified_sample
 from ..profiles import ConfigError
-from .trainer import rl_rows
 
 
 def rl_question_file(train_qa: str | Path | None, world_dir: str | Path | None) -> Path:
@@ -48,3 +48,20 @@ def qa_rows(path: str | Path, limit: int | None = None, seed: int = 0) -> list[d
     if limit is not None and limit < len(qa):
         qa = stratified_sample(qa, limit, seed=seed)
     return rl_rows(qa)
+
+
+def rl_rows(qa) -> list[dict]:
+    """Training rows from a QA table with ``question`` and ``answer`` (e.g. ``eval.loaders.load_verl_qa``)."""
+    rows = []
+    for k, r in enumerate(qa.to_dict("records") if hasattr(qa, "to_dict") else qa):
+        if not str(r.get("question", "")).strip():
+            raise ValueError(f"QA row {k}: empty question")
+        rows.append(
+            {
+                "prompt": [{"role": "user", "content": str(r["question"])}],
+                "question": str(r["question"]),
+                "ground_truth": str(r["answer"]),
+                "id": str(r.get("id", k)),
+            }
+        )
+    return rows

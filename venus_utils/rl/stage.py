@@ -9,7 +9,7 @@ plots); the command line (:mod:`venus_utils.rl.__main__`) runs them back to back
 3. :func:`heldout_eval`: the run's held-out questions and the SFT model's protocol (notebook 03's);
 4. :func:`filter_questions`: with ``filter_samples``, only the questions the SFT policy does not always solve;
 5. :func:`train_policy`: :class:`~.igpo_trainer.IGPOTrainer` trained to the end, then :func:`save_model`;
-6. :func:`heldout_sft`, :func:`heldout_rl` and :func:`venus_utils.eval.heldout.compare`: both models on the
+6. :func:`heldout_scores` (the SFT and the RL model) and :func:`venus_utils.eval.heldout.compare`: both models on the
    held-out questions, greedy, compared question by question;
 7. :func:`summary_figures`: the key figures of the stage's ``summary.json``.
 """
@@ -32,10 +32,10 @@ from ..eval import heldout as ho
 from ..stage import Stage
 from . import analysis
 from .config import IGPOConfig
+from .policy import save_policy
 from .questions import rl_question_file
 from .rewards import Episode, reward_fingerprint
 from .rollout import make_agent_rollout, unsolved_questions
-from .trainer import save_policy
 
 STAGE = "04_igpo_rl"
 
@@ -191,7 +191,7 @@ def train_policy(
 
 
 def save_model(stage: Stage, trainer, tokenizer, sft_dir: str | Path) -> Path:
-    """The trained policy in ``<stage>/model`` (:func:`~.trainer.save_policy`, by the main process), which the
+    """The trained policy in ``<stage>/model`` (:func:`~.policy.save_policy`, by the main process), which the
     later notebooks and the agent read; returns that folder."""
     model_dir = stage.path("model")
     if trainer.accelerator.is_main_process:
@@ -219,50 +219,32 @@ def heldout_eval(
     return ho.heldout_questions(stage.run_dir, source, n, seed), ho.EvalSettings.for_model(sft_dir, device=device)
 
 
-def heldout_sft(
+def heldout_scores(
     stage: Stage,
+    model: str,
+    questions: pd.DataFrame,
+    settings: ho.EvalSettings,
+    *,
     sft_dir: str | Path,
-    questions: pd.DataFrame,
-    settings: ho.EvalSettings,
-    *,
     world_dir: str | Path | None = None,
     tools=None,
     judge=None,
 ) -> pd.DataFrame:
-    """The SFT model's greedy held-out results (``heldout_sft.parquet``): notebook 03's, reused when they match."""
-    with stage.timed("heldout_sft"):
+    """Greedy held-out results of the SFT model (``model="sft"``: ``heldout_sft.parquet``, notebook 03's reused when
+    they match) or of this stage's RL model (``"rl"``: ``<stage>/model``, ``heldout_rl.parquet``), both with the SFT
+    model's protocol."""
+    if model not in ("sft", "rl"):
+        raise ValueError(f"model must be 'sft' or 'rl', got {model!r}")
+    with stage.timed(f"heldout_{model}"):
         return ho.evaluate_model(
-            sft_dir,
+            sft_dir if model == "sft" else stage.path("model"),
             questions,
-            stage.path("heldout_sft.parquet"),
+            stage.path(f"heldout_{model}.parquet"),
             settings,
             world_dir=world_dir,
             tools=tools,
             judge=judge,
-            reuse_from=stage.run_dir / ho.SCORED["SFT"],
-        )
-
-
-def heldout_rl(
-    stage: Stage,
-    questions: pd.DataFrame,
-    settings: ho.EvalSettings,
-    *,
-    world_dir: str | Path | None = None,
-    tools=None,
-    judge=None,
-) -> pd.DataFrame:
-    """The RL model's (``<stage>/model``) greedy held-out results (``heldout_rl.parquet``), with the SFT model's
-    protocol."""
-    with stage.timed("heldout_rl"):
-        return ho.evaluate_model(
-            stage.path("model"),
-            questions,
-            stage.path("heldout_rl.parquet"),
-            settings,
-            world_dir=world_dir,
-            tools=tools,
-            judge=judge,
+            reuse_from=stage.run_dir / ho.SCORED["SFT"] if model == "sft" else None,
         )
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..aio import run_coroutine
 from ..env import redact
 from ..protocol import ToolCall
 from .search import LocalSearch, SerperSearch
@@ -90,7 +91,8 @@ class Toolbox:
         return await self.call(call.name, call.arguments)
 
     def call_sync(self, name: str, arguments: dict | None, raw: bool = False) -> str:
-        return asyncio.run(self.call(name, arguments, raw))
+        """:meth:`call` from synchronous code (a notebook cell, the command line)."""
+        return run_coroutine(self.call(name, arguments, raw))
 
 
 def make_toolbox(

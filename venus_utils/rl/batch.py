@@ -1,44 +1,16 @@
-"""The IGPO trainer's parts that need no TRL: training rows, advantages over processes, group signal, saving.
-
-:class:`~venus_utils.rl.igpo_trainer.IGPOTrainer` (which imports TRL) uses them, and so do the stage's question
-loading and model saving (:mod:`venus_utils.rl.questions`, :mod:`venus_utils.rl.stage`), without importing TRL:
-
-- :func:`rl_rows`: training rows from a QA table;
-- :func:`process_advantages`: one process's advantages, computed over the batch gathered from all processes;
-- :func:`group_signal`: which groups of a batch can move the policy at all;
-- :class:`DynamicBatch`: DAPO's dynamic sampling, the step's batch made of groups with an outcome signal;
-- :func:`save_policy` / :func:`model_card`: the trained policy as a plain transformers folder, with its card.
+"""One RL step's batch: the advantages of one process's samples, computed over every process's
+(:func:`process_advantages`); which groups of it can move the policy at all (:func:`group_signal`); and DAPO's
+dynamic sampling (:class:`DynamicBatch`).  :class:`~venus_utils.rl.igpo_trainer.IGPOTrainer` uses them; they need no
+TRL.
 """
 
 from __future__ import annotations
 
-import copy
 from collections import defaultdict
-from collections.abc import Hashable, Mapping, Sequence
-from pathlib import Path
-from typing import Any
+from collections.abc import Hashable, Sequence
 
-from ..agent.settings import write_model_agent_settings
-from ..io import atomic_dir
 from .advantages import compute_turn_advantages
 from .config import IGPOConfig
-
-
-def rl_rows(qa) -> list[dict]:
-    """Training rows from a QA table with ``question`` and ``answer`` (e.g. ``eval.loaders.load_verl_qa``)."""
-    rows = []
-    for k, r in enumerate(qa.to_dict("records") if hasattr(qa, "to_dict") else qa):
-        if not str(r.get("question", "")).strip():
-            raise ValueError(f"QA row {k}: empty question")
-        rows.append(
-            {
-                "prompt": [{"role": "user", "content": str(r["question"])}],
-                "question": str(r["question"]),
-                "ground_truth": str(r["answer"]),
-                "id": str(r.get("id", k)),
-            }
-        )
-    return rows
 
 
 def process_advantages(
@@ -156,82 +128,3 @@ class DynamicBatch:
             "groups_dropped": sampled - trained,
             "sampling_rounds": self.rounds,
         }
-
-
-def save_policy(
-    trainer,
-    tokenizer,
-    out_dir: str | Path,
-    *,
-    base_model: str | Path | None = None,
-    profile: str | None = None,
-    stage: str = "04_igpo_rl",
-    heldout: Mapping[str, Any] | None = None,
-) -> Path:
-    """Save the trained policy as a plain transformers folder (a LoRA adapter is merged into the base), with a
-    ``venus_agent.json`` saying how its rollouts ran (``trainer.igpo``'s system prompt style, max turns and tokens per
-    turn), which the agent CLI, the demo and notebooks 05/06 use by default (:mod:`venus_utils.agent.settings`), and a
-    ``README.md`` model card (:func:`model_card`: the SFT model ``base_model``, ``stage``, ``profile``, reward mode,
-    steps, and the ``heldout`` results when given)."""
-    model = trainer.accelerator.unwrap_model(trainer.model)
-    if hasattr(model, "merge_and_unload"):
-        model = copy.deepcopy(model).merge_and_unload()
-    cfg: IGPOConfig = trainer.igpo
-    card = model_card(
-        cfg, int(trainer.state.global_step), base_model=base_model, profile=profile, stage=stage, heldout=heldout
-    )
-    with atomic_dir(out_dir) as tmp:  # write aside, then swap in
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        (tmp / "README.md").write_text(card, encoding="utf-8")
-        write_model_agent_settings(
-            tmp,
-            {
-                "system_prompt_style": cfg.system_prompt_style,
-                "max_turns": cfg.max_turns,
-                "max_new_tokens": cfg.max_tokens_per_turn,
-            },
-            "rl",
-        )
-    return Path(out_dir)
-
-
-def model_card(
-    cfg: IGPOConfig,
-    steps: int,
-    *,
-    base_model: str | Path | None = None,
-    profile: str | None = None,
-    stage: str = "04_igpo_rl",
-    heldout: Mapping[str, Any] | None = None,
-) -> str:
-    """The RL model's ``README.md`` (:func:`save_policy`): the SFT model it started from, the stage and profile, the
-    reward mode, the steps and sizes, and held-out results when given (``{"accuracy (SFT)": 0.41, ...}``)."""
-    how = {
-        "igpo": "IGPO (DR-Venus: information-gain turn rewards, format penalties and the judged outcome)",
-        "grpo": "outcome-only GRPO (the judged answer alone, no turn rewards or format penalties: the baseline "
-        "arm of the IGPO comparison)",
-    }[cfg.reward_mode]
-    rows = {
-        "base (SFT) model": base_model if base_model is not None else "not recorded",
-        "stage": stage,
-        "profile": profile or "not recorded",
-        "reward mode": cfg.reward_mode,
-        "RL steps": steps,
-        "questions per step x rollouts": f"{cfg.prompts_per_step} x {cfg.num_generations}",
-        "learning rate": cfg.learning_rate,
-        "KL coefficient": cfg.kl_coef,
-        "weights": f"LoRA rank {cfg.lora_r}, merged" if cfg.lora_r else "full fine-tuning",
-        "seed": cfg.seed,
-    }
-    rows.update({f"held-out {k}": v for k, v in (heldout or {}).items()})
-    table = "\n".join(f"| {k} | {v} |" for k, v in rows.items())
-    return (
-        f"---\nlibrary_name: transformers\ntags:\n- venus-recipe\n- {cfg.reward_mode}\n---\n\n"
-        f"# venus-recipe RL policy ({cfg.reward_mode})\n\n"
-        f"A deep-research agent: the SFT model below after {steps} RL step{'' if steps == 1 else 's'} of {how}, "
-        f"trained by the {stage} stage of venus-recipe (a reproduction of DR-Venus).\n\n| | |\n|---|---|\n"
-        f"{table}\n\n"
-        "Load it with `transformers.AutoModelForCausalLM.from_pretrained` on this folder, or run it as an agent "
-        "with `python -m venus_utils.agent`; the stage folder's `summary.json` holds the whole configuration.\n"
-    )
