@@ -10,6 +10,7 @@ to that.
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from pathlib import Path
 
@@ -133,6 +134,35 @@ def test_the_package_has_no_import_cycle():
         edges = [
             f"  {a} -> {b} ({', '.join(graph[a][b])})" for a in component for b in sorted(graph[a]) if b in members
         ]
+        problems.append("cycle between " + ", ".join(component) + ":\n" + "\n".join(edges))
+    assert not problems, "\n".join(problems)
+
+
+def package_graph(graph: dict[str, dict[str, list[str]]]) -> dict[str, dict[str, list[str]]]:
+    """The module graph folded onto the package's parts: a subpackage (``venus_utils.agent``) or a top-level module
+    (``venus_utils.protocol``) is one node; imports inside a part are dropped."""
+
+    def part(module: str) -> str:
+        return ".".join(module.split(".")[:2])
+
+    folded: dict[str, dict[str, list[str]]] = {}
+    for a, targets in graph.items():
+        edges = folded.setdefault(part(a), {})
+        for b, where in targets.items():
+            if part(b) != part(a) and part(b) != PACKAGE:
+                edges.setdefault(part(b), []).extend(where)
+    return folded
+
+
+def test_the_packages_are_layered():
+    """Issue 23: the layering holds between packages too, so ``agent`` sits below ``rl`` and ``eval`` (the agent loop
+    imported the RL format check, its batch runs the evaluation's question loader, the world store the evaluation's
+    loaders).  A cycle between two parts names the imports that close it."""
+    graph = package_graph(import_graph())
+    problems = []
+    for component in cycles(graph):
+        members = set(component)
+        edges = [f"  {a} -> {b} ({', '.join(graph[a][b][:3])})" for a in component for b in graph[a] if b in members]
         problems.append("cycle between " + ", ".join(component) + ":\n" + "\n".join(edges))
     assert not problems, "\n".join(problems)
 
@@ -280,3 +310,34 @@ def test_function_level_imports_are_for_heavy_or_optional_packages():
                             "not load already: import it at the top"
                         )
     assert not problems, f"{len(problems)} imports inside functions without a reason:\n" + "\n".join(problems)
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    """ids of the docstring nodes of a module, its classes and functions."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                found.add(id(first.value))
+    return found
+
+
+def test_stage_names_are_spelled_in_one_place():
+    """Issue 23: stage names ("04_igpo_rl", "03_sft_unsloth") were spelled out in six modules.  Code names a stage
+    only through ``venus_utils.paths`` (``RL_STAGE``, ``SFT_STAGE``...); docstrings and messages may mention them."""
+    from venus_utils import paths
+
+    names = re.compile("|".join(map(re.escape, paths.STAGES)))
+    spelled = []
+    for path in sorted(ROOT.rglob("*.py")):
+        if path == ROOT / "paths.py":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docs = _docstrings(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
+                found = names.match(node.value)  # the value is a stage name or a path that starts with one
+                if found and node.value[found.end() :][:1] in ("", "/"):
+                    spelled.append(f"{path.relative_to(ROOT.parent)}:{node.lineno}: {node.value!r}")
+    assert not spelled, "stage names outside venus_utils/paths.py:\n" + "\n".join(spelled)

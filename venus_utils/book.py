@@ -47,7 +47,7 @@ from dotenv import dotenv_values
 from . import env as _env
 from .eval.heldout import run_story
 from .io import atomic_dir, atomic_write, read_json
-from .paths import NOTEBOOKS_DIR, REPO_ROOT
+from .paths import EVALUATION_STAGE, NOTEBOOKS_DIR, REPO_ROOT, RL_STAGE, SFT_STAGE
 from .profiles import STAGE_RE, discover_notebooks
 from .stage import SUMMARY, resolve_run_dir
 
@@ -441,9 +441,9 @@ SKIP_KEYS = {"stage", "profile"}
 BOOKKEEPING = ("elapsed_s", "timings_s", "finished_at")
 #: the figure each stage's section on the index shows (a file the stage's notebook saves in its folder)
 KEY_FIGURES = {
-    "03_sft_unsloth": ("heldout_accuracy.png", "held-out accuracy before and after SFT"),
-    "04_igpo_rl": ("training.png", "what happened during RL training"),
-    "05_evaluation": ("pass_at_k.png", "pass@k of the trained agent"),
+    SFT_STAGE: ("heldout_accuracy.png", "held-out accuracy before and after SFT"),
+    RL_STAGE: ("training.png", "what happened during RL training"),
+    EVALUATION_STAGE: ("pass_at_k.png", "pass@k of the trained agent"),
 }
 MAX_LIST = 10
 #: A nested record with more entries than this (``machine``, ``tiny_model``) is shown folded on the index.

@@ -15,6 +15,19 @@ from pathlib import Path
 
 PROJECT_NAME = "venus-recipe"
 
+#: The stages: each is a notebook (``notebooks/<stage>.ipynb``) and a folder of a run (``runs/<profile>/<stage>``).
+#: Code names a stage only through these (``tests/test_import_layers.py`` checks that no other module spells one).
+SETUP_STAGE = "00_setup"
+CLEANING_STAGE = "01_trajectory_cleaning"
+RESAMPLING_STAGE = "02_turn_aware_resampling"
+SFT_STAGE = "03_sft_unsloth"
+RL_STAGE = "04_igpo_rl"
+EVALUATION_STAGE = "05_evaluation"
+DEMO_STAGE = "06_agent_demo"
+STAGES = (SETUP_STAGE, CLEANING_STAGE, RESAMPLING_STAGE, SFT_STAGE, RL_STAGE, EVALUATION_STAGE, DEMO_STAGE)
+WORLD_DIR = f"{SETUP_STAGE}/world"  # the offline world, inside a run folder
+TINY_MODEL_DIR = f"{SETUP_STAGE}/tiny_model"  # the tiny base model, inside a run folder
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 

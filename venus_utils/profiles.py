@@ -37,7 +37,17 @@ from typing import Any
 
 import yaml
 
-from .paths import NOTEBOOKS_DIR, PARAMS_DIR
+from .paths import (
+    CLEANING_STAGE,
+    DEMO_STAGE,
+    EVALUATION_STAGE,
+    NOTEBOOKS_DIR,
+    PARAMS_DIR,
+    RESAMPLING_STAGE,
+    RL_STAGE,
+    SETUP_STAGE,
+    SFT_STAGE,
+)
 from .protocol import SYSTEM_PROMPT_STYLES
 from .validation import (
     AT_LEAST_1,
@@ -309,14 +319,14 @@ PARAMETERS: dict[str, dict[str, Setting]] = {
         "heldout_n": _COUNT,
         "interactive": _FLAG,
     },
-    "00_setup": {
+    SETUP_STAGE: {
         "world_size": Setting(str, choices=_lazy("venus_utils.world.graph", "SIZES")),
         "build_assets": _FLAG,
         "world_knobs": Setting(dict),  # its keys and values: WorldConfig (STAGE_CONFIGS)
         "tiny_model_size": Setting(str, choices=_lazy("venus_utils.modeling.model", "SIZES")),
         "tokenizer_vocab_size": Setting(int, lambda: Range(_attr("venus_utils.modeling.tokenizer", "MIN_VOCAB_SIZE"))),
     },
-    "01_trajectory_cleaning": {  # and CleanConfig (STAGE_CONFIGS)
+    CLEANING_STAGE: {  # and CleanConfig (STAGE_CONFIGS)
         "input": _PATH,
         "file_pattern": Setting(str),
         "current_date": Setting(str | None),
@@ -328,7 +338,7 @@ PARAMETERS: dict[str, dict[str, Setting]] = {
         "workers": _COUNT,
         "example_rows": _AT_LEAST_ONE,
     },
-    "02_turn_aware_resampling": {  # and ResamplePolicy (STAGE_CONFIGS)
+    RESAMPLING_STAGE: {  # and ResamplePolicy (STAGE_CONFIGS)
         "short_max_turns": _COUNT,
         "medium_max_turns": _COUNT,
         "short_multiplier": _COUNT,
@@ -340,7 +350,7 @@ PARAMETERS: dict[str, dict[str, Setting]] = {
         "what_if_medium": Setting(list, NON_NEGATIVE),
         "what_if_long": Setting(list, NON_NEGATIVE),
     },
-    "03_sft_unsloth": {  # the training settings: SFTConfig (STAGE_CONFIGS)
+    SFT_STAGE: {  # the training settings: SFTConfig (STAGE_CONFIGS)
         "base_model": _PATH,
         "val_rows_limit": Setting(int | None, NON_NEGATIVE),
         "heldout_n_before": _COUNT,
@@ -352,7 +362,7 @@ PARAMETERS: dict[str, dict[str, Setting]] = {
         "export_gguf": _FLAG,
         "num_processes": _AT_LEAST_ONE,
     },
-    "04_igpo_rl": {  # the training settings: IGPOConfig (STAGE_CONFIGS)
+    RL_STAGE: {  # the training settings: IGPOConfig (STAGE_CONFIGS)
         "max_time_minutes": Setting(float | None, POSITIVE),
         "train_questions": Setting(int | None, AT_LEAST_1),
         "filter_samples": Setting(int | None, NON_NEGATIVE),
@@ -363,9 +373,9 @@ PARAMETERS: dict[str, dict[str, Setting]] = {
         "example_rollout": Setting(str | None),
         "example_max_tokens": _AT_LEAST_ONE,
     },
-    "05_evaluation": {  # and AgentConfig (STAGE_CONFIGS)
+    EVALUATION_STAGE: {  # and AgentConfig (STAGE_CONFIGS)
         "qa_file": _PATH,
-        "benchmark": Setting(str | None, choices=_lazy("venus_utils.eval.loaders", "BENCHMARK_LOADERS")),
+        "benchmark": Setting(str | None, choices=_lazy("venus_utils.questions", "BENCHMARK_LOADERS")),
         "questions_per_source": Setting(int | None, AT_LEAST_1),
         "samples": _AT_LEAST_ONE,
         "model": Setting(str),
@@ -375,7 +385,7 @@ PARAMETERS: dict[str, dict[str, Setting]] = {
         "workers": _AT_LEAST_ONE,
         "judge_kind": _JUDGE,
     },
-    "06_agent_demo": {  # and DemoSettings (STAGE_CONFIGS)
+    DEMO_STAGE: {  # and DemoSettings (STAGE_CONFIGS)
         "question": Setting(str | None),
         "model": Setting(str),
         "max_turns": Setting(int, lambda: Range(1, _attr("venus_utils.demo.runs", "MAX_STEPS_LIMIT"))),
@@ -449,7 +459,7 @@ _RESAMPLE_KEYS = ("short_max_turns", "medium_max_turns", "short_multiplier", "me
 
 #: The configs each stage builds from its parameters (see :class:`StageConfig`).
 STAGE_CONFIGS: dict[str, list[StageConfig]] = {
-    "00_setup": [
+    SETUP_STAGE: [
         StageConfig(
             lambda p: _attr("venus_utils.world.build", "WorldConfig").from_knobs(
                 p.get("world_knobs") or {}, seed=p.get("seed", 0), size=p.get("world_size", "small")
@@ -458,7 +468,7 @@ STAGE_CONFIGS: dict[str, list[StageConfig]] = {
             label="world_knobs: ",
         )
     ],
-    "01_trajectory_cleaning": [
+    CLEANING_STAGE: [
         # the input folder and the tokenizer default to 00_setup's outputs, found at run time (input=None,
         # tokenizer=None): stand-ins here
         StageConfig(
@@ -471,20 +481,20 @@ STAGE_CONFIGS: dict[str, list[StageConfig]] = {
             lambda: set(_CLEAN_KEYS),
         )
     ],
-    "02_turn_aware_resampling": [
+    RESAMPLING_STAGE: [
         _mapped("venus_utils.data.resample", "ResamplePolicy", {k: k for k in _RESAMPLE_KEYS}),
     ],
-    "03_sft_unsloth": [
+    SFT_STAGE: [
         StageConfig(
             _build_fields("venus_utils.sft.config", "SFTConfig"), _fields_of("venus_utils.sft.config", "SFTConfig")
         )
     ],
-    "04_igpo_rl": [
+    RL_STAGE: [
         StageConfig(
             _build_fields("venus_utils.rl.config", "IGPOConfig"), _fields_of("venus_utils.rl.config", "IGPOConfig")
         )
     ],
-    "05_evaluation": [
+    EVALUATION_STAGE: [
         _mapped(
             "venus_utils.agent.loop",
             "AgentConfig",
@@ -496,7 +506,7 @@ STAGE_CONFIGS: dict[str, list[StageConfig]] = {
             },
         )
     ],
-    "06_agent_demo": [StageConfig(_demo, lambda: {"model", "max_turns", "tokens_per_turn"}, label="model: ")],
+    DEMO_STAGE: [StageConfig(_demo, lambda: {"model", "max_turns", "tokens_per_turn"}, label="model: ")],
 }
 
 #: Parameters that name a model, file or folder; an absolute or home-relative one must exist.

@@ -22,7 +22,7 @@ from typing import Any
 
 from .io import read_json, write_json
 from .locks import FolderLock, acquire, release
-from .paths import runs_base
+from .paths import RL_STAGE, SFT_STAGE, TINY_MODEL_DIR, runs_base
 
 SUMMARY = "summary.json"
 
@@ -122,7 +122,7 @@ class Stage:
 # --------------------------------------------------------------------------------------------------------
 # Models of a run folder
 # --------------------------------------------------------------------------------------------------------
-MODEL_STAGES = (("rl", "04_igpo_rl"), ("sft", "03_sft_unsloth"), ("base", "00_setup/tiny_model"))
+MODEL_STAGES = (("rl", RL_STAGE), ("sft", SFT_STAGE), ("base", TINY_MODEL_DIR))
 
 
 def model_candidates(run_dir: str | Path) -> list[tuple[str, Path]]:

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from venus_utils.agent import AgentConfig, ScriptedBackend, load_questions, run_file
+from venus_utils.agent import AgentConfig, ScriptedBackend, question_rows, run_file
 from venus_utils.agent.__main__ import main
 from venus_utils.io import read_jsonl
 from venus_utils.tools import make_toolbox
@@ -115,7 +115,7 @@ def test_run_output_must_be_a_writable_file(paths, capsys):
 
 
 def test_run_file_takes_the_rows_load_questions_read(paths):
-    rows = load_questions(paths["q"])
+    rows = question_rows(paths["q"])
     out = paths["tmp"] / "preds" / "p.jsonl"
     answer = "Done.\n</think>\n<answer>\nShilo\n</answer>"
     summary = run_file(

@@ -9,7 +9,7 @@ import sys
 import pandas as pd
 import pytest
 
-from venus_utils.agent import AgentConfig, ScriptedBackend, load_questions, run_file
+from venus_utils.agent import AgentConfig, ScriptedBackend, question_rows, run_file
 from venus_utils.agent.backends import strip_think_prefix
 from venus_utils.io import read_jsonl
 from venus_utils.tools import make_toolbox
@@ -74,7 +74,7 @@ def test_run_file_on_world_parquet(world_dir, tmp_path):
     qa = pd.read_parquet(world_dir / "qa" / "train.parquet")
     keep = qa[[p[0]["content"] in by_q for p in qa["prompt"]]].head(5)
     keep.to_parquet(tmp_path / "train5.parquet")
-    rows = load_questions(tmp_path / "train5.parquet")
+    rows = question_rows(tmp_path / "train5.parquet")
     assert [r["question"] for r in rows] == [p[0]["content"] for p in keep["prompt"]]
     out = tmp_path / "p.jsonl"
     run_file(
@@ -96,15 +96,15 @@ def test_load_questions_errors(tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"question": "a"}\n{"nope": 1}\n')
     with pytest.raises(ValueError, match="bad.jsonl: row 1: empty question"):
-        load_questions(bad)
+        question_rows(bad)
     (tmp_path / "x.csv").write_text("q")
     with pytest.raises(ValueError, match=r"x.csv: missing column\(s\) \['question'\]"):
-        load_questions(tmp_path / "x.csv")
+        question_rows(tmp_path / "x.csv")
     (tmp_path / "torn.jsonl").write_text('{"question": "a"}\n{oops\n')
     with pytest.raises(ValueError, match="torn.jsonl:2"):
-        load_questions(tmp_path / "torn.jsonl")
+        question_rows(tmp_path / "torn.jsonl")
     with pytest.raises(FileNotFoundError):
-        load_questions(tmp_path / "missing.jsonl")
+        question_rows(tmp_path / "missing.jsonl")
 
 
 def test_cli_ask_with_saved_tiny_model(world_dir, tiny_lm, tiny_tokenizer, tmp_path):

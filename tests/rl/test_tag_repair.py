@@ -8,8 +8,8 @@ import pytest
 
 from venus_utils import protocol as p
 from venus_utils.agent import AgentConfig, ScriptedBackend, run_agent
+from venus_utils.protocol import turn_format_error
 from venus_utils.rl.config import IGPOConfig
-from venus_utils.rl.format_penalty import turn_format_error
 from venus_utils.rl.rewards import igpo_turn_reward
 from venus_utils.rl.rollout import agent_config, episode_from_rollout
 

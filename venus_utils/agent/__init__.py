@@ -13,7 +13,7 @@ CLI: ``python -m venus_utils.agent ask "question" --model DIR --world DIR`` and
 """
 
 from .backends import Generation, OpenAIBackend, Sampling, ScriptedBackend, TransformersBackend, load_backend
-from .batch import load_questions, run_file, run_file_async
+from .batch import question_rows, run_file, run_file_async
 from .conversation import ChatTokens, Conversation
 from .loop import AgentConfig, Rollout, prediction_of, run_agent, run_many
 from .settings import AgentSettings, agent_config, model_agent_settings, resolve_agent_settings
@@ -31,7 +31,7 @@ __all__ = [
     "TransformersBackend",
     "agent_config",
     "load_backend",
-    "load_questions",
+    "question_rows",
     "model_agent_settings",
     "prediction_of",
     "resolve_agent_settings",

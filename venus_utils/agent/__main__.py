@@ -28,7 +28,7 @@ from ..env import redact
 from ..io import dumps_json
 from ..tools import make_toolbox
 from . import backends
-from .batch import load_questions, run_file
+from .batch import question_rows, run_file
 from .loop import run_agent
 from .settings import resolve_agent_settings
 
@@ -109,7 +109,7 @@ def _setup(parser: argparse.ArgumentParser, args):
         parser.error("the question is empty")
     if args.command == "run":
         try:
-            questions = load_questions(args.input)
+            questions = question_rows(args.input)
         except (OSError, ValueError) as exc:  # missing, a folder, empty, unreadable or without a question column
             parser.error(str(exc))
     _model_paths(parser, args)

@@ -29,13 +29,13 @@ def _blank(path: Path) -> bool:
         return not fh.read(1 << 16).strip() and not fh.read(1)
 
 
-def load_questions(path: str | Path) -> list[dict]:
+def question_rows(path: str | Path) -> list[dict]:
     """``[{index, question, gt, data_source}]`` from a verl-schema parquet, JSONL or CSV question file
-    (read by :func:`venus_utils.eval.loaders.load_questions`; answers are optional here).
+    (read by :func:`venus_utils.questions.load_questions`; answers are optional here).
 
     A missing file, a folder, an empty file or one without a single question raises (FileNotFoundError,
     IsADirectoryError, ValueError) with a message that names the path and what it should be."""
-    from ..eval.loaders import load_questions as load_question_table
+    from ..questions import load_questions as load_question_table
 
     path = Path(path)
     if not path.exists():
@@ -81,9 +81,9 @@ async def run_file_async(
     token_ids: bool = False,
     progress: bool = True,
 ) -> dict:
-    """Answer ``input_path`` (a question file, or the rows :func:`load_questions` read from one) into the
+    """Answer ``input_path`` (a question file, or the rows :func:`question_rows` read from one) into the
     JSONL ``output_path``; returns a summary (questions, skipped, ran, terminations, output)."""
-    questions = (input_path if isinstance(input_path, list) else load_questions(input_path))[:limit]
+    questions = (input_path if isinstance(input_path, list) else question_rows(input_path))[:limit]
     output = Path(output_path)
     output.parent.mkdir(parents=True, exist_ok=True)
     done = _done(output)

@@ -27,8 +27,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .. import protocol
-from ..protocol import THINK_RE
-from ..rl.format_penalty import turn_format_error  # IGPO's turn format check, recorded per turn
+from ..protocol import (
+    THINK_RE,
+    turn_format_error,  # DR-Venus's turn format check, recorded per turn
+)
 from .backends import Generation, Sampling
 from .conversation import Conversation
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..paths import dr_venus_dir
+from ..paths import WORLD_DIR, dr_venus_dir
 from .cards import Step, load_trace, render_html, render_text, step_text, steps_from_messages
 
 
@@ -79,9 +79,9 @@ def pick_question(run_dir, question: str | None = None) -> tuple[str, str | None
     if question:
         return question, None
 
-    from ..eval.loaders import load_questions
+    from ..questions import load_questions
 
-    path = Path(run_dir) / "00_setup" / "world" / "qa" / "test.parquet"
+    path = Path(run_dir) / WORLD_DIR / "qa" / "test.parquet"
     if not path.exists():
         raise FileNotFoundError(f"{path}: no offline world test split to take a question from; set `question`")
     test = load_questions(path)

@@ -26,6 +26,7 @@ from ..agent.loop import run_agent
 from ..agent.settings import resolve_agent_settings
 from ..aio import run_coroutine
 from ..env import redact, redact_url
+from ..paths import WORLD_DIR
 from ..stage import best_model, model_candidates, resolve_run_dir
 from ..tools import make_toolbox
 
@@ -369,7 +370,7 @@ def default_settings(
     """
     run = resolve_run_dir(run_dir)
     settings = DemoSettings(
-        tools="local" if offline else "web", world_dir=str(run / "00_setup" / "world"), extra={"run_dir": str(run)}
+        tools="local" if offline else "web", world_dir=str(run / WORLD_DIR), extra={"run_dir": str(run)}
     )
     if model.startswith(("http://", "https://")):
         settings.model, settings.endpoint = "endpoint", model

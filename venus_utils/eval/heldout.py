@@ -26,16 +26,18 @@ from typing import Any
 
 import pandas as pd
 
+from .. import questions as loaders
 from ..agent import AgentConfig, load_backend
 from ..agent.batch import run_file_async
 from ..agent.settings import model_agent_settings
 from ..aio import run_coroutine
 from ..io import atomic_path, read_json, write_json
+from ..paths import RL_STAGE, SFT_STAGE
+from ..questions import load_questions, made_with, stratified_sample
 from ..tools import make_toolbox
 from ..world_store import load_world_questions
-from . import loaders, metrics
+from . import metrics
 from .judge import Judge
-from .loaders import load_questions, made_with, stratified_sample
 from .stats import accuracy_ci, accuracy_table, comparison_table, paired_comparison
 
 HELDOUT_DIR = "heldout"
@@ -43,13 +45,13 @@ HELDOUT_DIR = "heldout"
 #: the RL stage folders of a run, by training design: notebook 04's (IGPO), and the arms that
 #: ``python -m venus_utils.rl train --set ... --out <run>/<folder>`` trains beside it from the same SFT model
 RL_ARMS = {
-    "IGPO": "04_igpo_rl",
-    "GRPO": "04_igpo_rl_grpo",  # --set reward_mode=grpo: the outcome-only baseline
-    "IGPO + dynamic sampling": "04_igpo_rl_ds",  # --set dynamic_sampling=true
+    "IGPO": RL_STAGE,
+    "GRPO": f"{RL_STAGE}_grpo",  # --set reward_mode=grpo: the outcome-only baseline
+    "IGPO + dynamic sampling": f"{RL_STAGE}_ds",  # --set dynamic_sampling=true
 }
 SCORED = {
-    "base": "03_sft_unsloth/heldout_base.parquet",
-    "SFT": "03_sft_unsloth/heldout_sft.parquet",
+    "base": f"{SFT_STAGE}/heldout_base.parquet",
+    "SFT": f"{SFT_STAGE}/heldout_sft.parquet",
     **{f"RL ({arm})": f"{folder}/heldout_rl.parquet" for arm, folder in RL_ARMS.items()},
 }
 META_COLUMNS = ("template", "hops", "subworld", "world", "tier", "group", "tier_group")

@@ -11,6 +11,7 @@ from typing import Any
 
 from ..agent.settings import write_model_agent_settings
 from ..io import atomic_dir
+from ..paths import RL_STAGE
 from .config import IGPOConfig
 
 
@@ -38,7 +39,7 @@ def save_policy(
     *,
     base_model: str | Path | None = None,
     profile: str | None = None,
-    stage: str = "04_igpo_rl",
+    stage: str = RL_STAGE,
     heldout: Mapping[str, Any] | None = None,
 ) -> Path:
     """Save the trained policy as a plain transformers folder (a LoRA adapter is merged into the base), with a
@@ -75,7 +76,7 @@ def model_card(
     *,
     base_model: str | Path | None = None,
     profile: str | None = None,
-    stage: str = "04_igpo_rl",
+    stage: str = RL_STAGE,
     heldout: Mapping[str, Any] | None = None,
 ) -> str:
     """The RL model's ``README.md`` (:func:`save_policy`): the SFT model it started from, the stage and profile, the

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..eval.loaders import _find, load_verl_qa, stratified_sample
 from ..profiles import ConfigError
+from ..questions import _find, load_verl_qa, stratified_sample
 
 
 def rl_question_file(train_qa: str | Path | None, world_dir: str | Path | None) -> Path:
@@ -51,7 +51,7 @@ def qa_rows(path: str | Path, limit: int | None = None, seed: int = 0) -> list[d
 
 
 def rl_rows(qa) -> list[dict]:
-    """Training rows from a QA table with ``question`` and ``answer`` (e.g. ``eval.loaders.load_verl_qa``)."""
+    """Training rows from a QA table with ``question`` and ``answer`` (e.g. ``questions.load_verl_qa``)."""
     rows = []
     for k, r in enumerate(qa.to_dict("records") if hasattr(qa, "to_dict") else qa):
         if not str(r.get("question", "")).strip():

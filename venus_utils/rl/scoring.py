@@ -11,8 +11,8 @@ import math
 from collections.abc import Sequence
 
 from ..eval.judge import JudgeFn, JudgeUnavailable
+from ..protocol import turn_format_errors
 from .config import IGPOConfig
-from .format_penalty import turn_format_errors
 from .info_gain import compute_info_gains
 from .rewards import Episode
 

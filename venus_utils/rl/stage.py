@@ -29,6 +29,7 @@ from ..callbacks import time_limit
 from ..checkpoints import ResumePoint, prepare_resume, train_to_end
 from ..distributed import is_main_process, world_size
 from ..eval import heldout as ho
+from ..paths import RL_STAGE, SETUP_STAGE, SFT_STAGE
 from ..stage import Stage
 from . import analysis
 from .config import IGPOConfig
@@ -37,7 +38,7 @@ from .questions import rl_question_file
 from .rewards import Episode, reward_fingerprint
 from .rollout import make_agent_rollout, unsolved_questions
 
-STAGE = "04_igpo_rl"
+STAGE = RL_STAGE
 
 #: IGPOConfig fields that may change when a run is resumed (its step limits and rollout engine)
 #: the reward functions a run can be given (notebook 04's cells); their fingerprints define the run
@@ -65,9 +66,9 @@ class StageInputs(NamedTuple):
 def stage_inputs(stage: Stage, offline: bool, train_qa: str | Path | None) -> StageInputs:
     """Where the stage's inputs are: ``(sft_dir, world_dir, train_file)``.  A missing question file (the web tools
     and no ``train_qa``) or upstream stage fails here, before any model loads."""
-    world_dir = stage.upstream("00_setup") / "world" if offline else None
+    world_dir = stage.upstream(SETUP_STAGE) / "world" if offline else None
     train_file = rl_question_file(train_qa, world_dir)
-    return StageInputs(stage.upstream("03_sft_unsloth") / "model", world_dir, train_file)
+    return StageInputs(stage.upstream(SFT_STAGE) / "model", world_dir, train_file)
 
 
 def resume_settings(

@@ -20,12 +20,13 @@ from dataclasses import fields
 
 from ..cli import parse_sets, run_cli, stage_params
 from ..distributed import is_main_process, world_size
+from ..paths import RESAMPLING_STAGE, SETUP_STAGE, SFT_STAGE
 from ..stage import Stage
 from .config import SFTConfig
 from .data import examples_from_parquet
 from .trainer import prepare_engine, train_sft
 
-STAGE = "03_sft_unsloth"
+STAGE = SFT_STAGE
 
 
 def train(args: argparse.Namespace) -> dict:
@@ -34,8 +35,8 @@ def train(args: argparse.Namespace) -> dict:
     from transformers import AutoTokenizer
 
     stage = Stage.start(STAGE, args.run_dir or f"runs/{profile}", args.out, profile)
-    data_dir = stage.upstream("02_turn_aware_resampling")
-    model_path = params["base_model"] or (stage.upstream("00_setup") / "tiny_model")
+    data_dir = stage.upstream(RESAMPLING_STAGE)
+    model_path = params["base_model"] or (stage.upstream(SETUP_STAGE) / "tiny_model")
     tokenizer = AutoTokenizer.from_pretrained(str(model_path))
     with stage.timed("tokenize"):
         train_set = examples_from_parquet(data_dir / "train.parquet", tokenizer, max_length=params["max_length"])

@@ -123,7 +123,7 @@ def diagnose_rollouts(
         if isinstance(questions, pd.DataFrame):
             qa = questions
         else:
-            from ..eval.loaders import load_verl_qa
+            from ..questions import load_verl_qa
 
             qa = load_verl_qa(questions)
         cols = [c for c in META_COLUMNS if c in qa]

@@ -28,9 +28,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..io import read_json, read_jsonl, write_json, write_jsonl
-from ..paths import REPO_ROOT
-from ..protocol import ANSWER_SPLIT
+from .io import read_json, read_jsonl, write_json, write_jsonl
+from .paths import REPO_ROOT
+from .protocol import ANSWER_SPLIT
 
 QA_COLUMNS = ["id", "question", "answer", "source"]
 
