@@ -85,37 +85,59 @@ def _surrogate_fix_plain(text):
     return text
 
 
+def _plain(value):
+    """numpy arrays from pandas -> lists, as DR-Venus's to_list does."""
+    import numpy as np
+
+    if isinstance(value, np.ndarray):
+        return [_plain(v) for v in value.tolist()]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def _calls_plain(content, memo=None):
+    """The tool calls of a turn, re-parsed at every stage, json then json5, as DR-Venus does."""
+    import json5
+
+    found = []
+    for match in rules.TOOL_CALL_RE.finditer(content if isinstance(content, str) else ""):
+        text = match.group(1).strip().split("<code>")[0].strip()
+        try:
+            obj = json.loads(text)
+        except ValueError:
+            try:
+                obj = json5.loads(text)
+            except Exception:
+                continue
+        if isinstance(obj, dict):
+            found.append(obj)
+    return found
+
+
+def _resampled(stage2: list[dict], policy: ResamplePolicy, out_dir: Path):
+    """The valid rows repeated by their turn bucket's multiplier, written as ``cleaned_resampled.parquet``."""
+    import pandas as pd
+
+    records = []
+    for rec in pd.DataFrame(stage2).to_dict("records"):
+        for _ in range(policy.multiplier(int(rec["_turns"]))):
+            records.append(dict(rec))
+    final = pd.DataFrame(records)
+    final["messages"] = final["messages"].apply(rules.deep_fix)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    final[["question", "messages", "gt"]].to_parquet(out_dir / "cleaned_resampled.parquet", index=False)
+    return final
+
+
 def baseline(input_dir: Path, out_dir: Path, current_date: str | None) -> dict:
     """The straightforward implementation: DR-Venus's approach with this project's rules."""
     import json5
-    import numpy as np
     import pandas as pd
-
-    def plain(value):  # numpy arrays from pandas -> lists, as DR-Venus's to_list does
-        if isinstance(value, np.ndarray):
-            return [plain(v) for v in value.tolist()]
-        if isinstance(value, dict):
-            return {k: plain(v) for k, v in value.items()}
-        return value
-
-    def calls_plain(content, memo=None):  # re-parsed at every stage, json then json5, as DR-Venus does
-        found = []
-        for match in rules.TOOL_CALL_RE.finditer(content if isinstance(content, str) else ""):
-            text = match.group(1).strip().split("<code>")[0].strip()
-            try:
-                obj = json.loads(text)
-            except ValueError:
-                try:
-                    obj = json5.loads(text)
-                except Exception:
-                    continue
-            if isinstance(obj, dict):
-                found.append(obj)
-        return found
 
     saved = rules.loads_tolerant, rules.tool_calls_in, rules.fix_surrogates
     rules.loads_tolerant = json5.loads  # what DR-Venus parses a tool turn with
-    rules.tool_calls_in = calls_plain
+    rules.tool_calls_in = _calls_plain
     rules.fix_surrogates = _surrogate_fix_plain
     try:
         opts = rules.RuleOptions("reference", "template", protocol.system_prompt(current_date))
@@ -135,7 +157,7 @@ def baseline(input_dir: Path, out_dir: Path, current_date: str | None) -> dict:
                 "duplicate_tool_turns_removed": 0,
             }
             for _i, row in enumerate(df.to_dict("records")):
-                out = rules.clean_row(plain(row), opts)
+                out = rules.clean_row(_plain(row), opts)
                 if out.stage1 is not None:
                     f["stage1_rows"] += 1
                     stage1.append(
@@ -165,14 +187,7 @@ def baseline(input_dir: Path, out_dir: Path, current_date: str | None) -> dict:
             f["dropped"] = dict(f["dropped"])
             per_file[path.name] = f
         policy = ResamplePolicy()
-        records = []
-        for rec in pd.DataFrame(stage2).to_dict("records"):
-            for _ in range(policy.multiplier(int(rec["_turns"]))):
-                records.append(dict(rec))
-        final = pd.DataFrame(records)
-        final["messages"] = final["messages"].apply(rules.deep_fix)
-        out_dir.mkdir(parents=True, exist_ok=True)
-        final[["question", "messages", "gt"]].to_parquet(out_dir / "cleaned_resampled.parquet", index=False)
+        final = _resampled(stage2, policy, out_dir)
         stats = {
             "system_prompt_mode": "template",
             "allowed_tools": ["search", "visit"],

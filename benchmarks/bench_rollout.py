@@ -43,85 +43,102 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
 
     import torch
-    from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from venus_utils.eval.judge import judge_function
-    from venus_utils.io import read_jsonl
-    from venus_utils.perf import flops_per_token, machine_peak, utilisation
-    from venus_utils.rl.config import IGPOConfig
-    from venus_utils.rl.igpo_trainer import IGPOTrainer, grpo_args
+    from venus_utils.perf import machine_peak
     from venus_utils.rl.questions import qa_rows, rl_question_file
-    from venus_utils.rl.rollout import make_agent_rollout
-    from venus_utils.tools import make_toolbox
 
     tmp = Path(tempfile.mkdtemp(prefix="bench_rollout_"))
-    if args.run:
-        world, model_dir = Path(args.run) / "00_setup" / "world", Path(args.run) / "03_sft_unsloth" / "model"
-        style = "compact"
-    else:
-        from venus_utils.modeling import build_tiny_model
-        from venus_utils.world import build_world
-
-        world, model_dir = tmp / "world", tmp / "model"
-        build_world(world, seed=0, size="small", progress=False, n_worlds=2, heldout_worlds=1, rl_frac=0.1)
-        build_tiny_model(model_dir, world, size="tiny", vocab_size=2048)
-        style = "compact"
+    world, model_dir = _inputs(args.run, tmp)
     steps = args.steps + 1
     rows = qa_rows(rl_question_file(None, world), limit=args.prompts * steps, seed=0)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     base = AutoModelForCausalLM.from_pretrained(model_dir)
-    judge, _ = judge_function("offline")
-    tools = make_toolbox("local", world)
     peak = machine_peak()
     print(
         f"model {model_dir}; {args.prompts} questions x {args.generations} rollouts per step, "
         f"{args.max_turns} turns x {args.max_new_tokens} tokens, T = 1; {args.steps} measured steps"
     )
     print(peak.describe())
-
-    trainers = {}
-    for label, fast in (("reference", False), ("fast", True)):
-        cfg = IGPOConfig(
-            prompts_per_step=args.prompts,
-            num_generations=args.generations,
-            micro_batch_size=8,
-            max_steps=steps,
-            save_steps=10_000,
-            max_turns=args.max_turns,
-            max_tokens_per_turn=args.max_new_tokens,
-            learning_rate=5e-5,
-            ig_tool_filter="all",
-            system_prompt_style=style,
-            seed=0,
-            gradient_checkpointing=not fast,
-        )
-        out = tmp / label
-        trainer = IGPOTrainer(
-            copy.deepcopy(base),
-            tokenizer,
-            Dataset.from_list(rows),
-            cfg,
-            grpo_args(cfg, out, save_strategy="no"),
-            rollout_fn=make_agent_rollout(tools, fast=fast),
-            judge=judge,
-        )
-        trainers[label] = (trainer, out)
-    for label, (trainer, _out) in trainers.items():
+    trainers = {
+        label: _trainer(args, steps, fast, base, tokenizer, rows, world, tmp / label)
+        for label, fast in (("reference", False), ("fast", True))
+    }
+    for label, trainer in trainers.items():
         print(f"[bench_rollout] {label}: {steps} steps", flush=True)
         torch.manual_seed(0)
         trainer.train()
+    _report({label: _measured(tmp / label) for label in trainers}, base.config, peak)
+    return 0
 
-    config = base.config
-    results = {}
-    for label, (_trainer, out) in trainers.items():
-        logged = [r for r in read_jsonl(out / "metrics.jsonl") if "time_update_s" in r][1:]  # skip the warm-up
-        episodes = [e for e in read_jsonl(out / "episodes.jsonl") if e["step"] >= 1]
-        secs = {ph: sum(r.get(f"time_{ph}_s", 0.0) for r in logged) / len(logged) for ph in PHASES}
-        generated = sum(e["assistant_tokens"] for e in episodes) / len(logged)
-        context = sum(e["completion_tokens"] for e in episodes) / max(len(episodes), 1)
-        trained = sum(e["completion_tokens"] + 150 for e in episodes) / len(logged)  # + the ~150-token prompt
-        results[label] = dict(secs=secs, generated=generated, context=context, trained=trained)
+
+def _inputs(run: str | None, tmp: Path) -> tuple[Path, Path]:
+    """The world and the SFT model of ``run``, or a small world and an untrained tiny model built in ``tmp``."""
+    if run:
+        return Path(run) / "00_setup" / "world", Path(run) / "03_sft_unsloth" / "model"
+    from venus_utils.modeling import build_tiny_model
+    from venus_utils.world import build_world
+
+    world, model_dir = tmp / "world", tmp / "model"
+    build_world(world, seed=0, size="small", progress=False, n_worlds=2, heldout_worlds=1, rl_frac=0.1)
+    build_tiny_model(model_dir, world, size="tiny", vocab_size=2048)
+    return world, model_dir
+
+
+def _trainer(args, steps: int, fast: bool, base, tokenizer, rows, world: Path, out: Path):
+    """An IGPOTrainer on a copy of ``base``: the fast path (cached decoding, no recomputation in the update) or the
+    reference (transformers ``generate``, gradient checkpointing on, as the code before them)."""
+    from datasets import Dataset
+
+    from venus_utils.eval.judge import judge_function
+    from venus_utils.rl.config import IGPOConfig
+    from venus_utils.rl.igpo_trainer import IGPOTrainer, grpo_args
+    from venus_utils.rl.rollout import make_agent_rollout
+    from venus_utils.tools import make_toolbox
+
+    cfg = IGPOConfig(
+        prompts_per_step=args.prompts,
+        num_generations=args.generations,
+        micro_batch_size=8,
+        max_steps=steps,
+        save_steps=10_000,
+        max_turns=args.max_turns,
+        max_tokens_per_turn=args.max_new_tokens,
+        learning_rate=5e-5,
+        ig_tool_filter="all",
+        system_prompt_style="compact",
+        seed=0,
+        gradient_checkpointing=not fast,
+    )
+    return IGPOTrainer(
+        copy.deepcopy(base),
+        tokenizer,
+        Dataset.from_list(rows),
+        cfg,
+        grpo_args(cfg, out, save_strategy="no"),
+        rollout_fn=make_agent_rollout(make_toolbox("local", world), fast=fast),
+        judge=judge_function("offline")[0],
+    )
+
+
+def _measured(out: Path) -> dict:
+    """A variant's mean seconds per phase per step (the warm-up step left out) and its tokens per step."""
+    from venus_utils.io import read_jsonl
+
+    logged = [r for r in read_jsonl(out / "metrics.jsonl") if "time_update_s" in r][1:]  # skip the warm-up
+    episodes = [e for e in read_jsonl(out / "episodes.jsonl") if e["step"] >= 1]
+    return dict(
+        secs={ph: sum(r.get(f"time_{ph}_s", 0.0) for r in logged) / len(logged) for ph in PHASES},
+        generated=sum(e["assistant_tokens"] for e in episodes) / len(logged),
+        context=sum(e["completion_tokens"] for e in episodes) / max(len(episodes), 1),
+        trained=sum(e["completion_tokens"] + 150 for e in episodes) / len(logged),  # + the ~150-token prompt
+    )
+
+
+def _report(results: dict, config, peak) -> None:
+    """The per-phase table (reference, fast, ratio), and each variant's tokens/s and share of the machine's peak."""
+    from venus_utils.perf import flops_per_token, utilisation
+
     print(f"\n{'s per step':<16}" + "".join(f"{k:>12}" for k in results) + f"{'ratio':>9}")
     for ph in PHASES:
         a, b = results["reference"]["secs"][ph], results["fast"]["secs"][ph]
@@ -147,7 +164,6 @@ def main(argv=None) -> int:
         results["reference"]["generated"] / results["reference"]["secs"]["generation"]
     )
     print(f"rollout tokens/s fast / reference: {ratio:.1f}x")
-    return 0
 
 
 if __name__ == "__main__":

@@ -123,10 +123,6 @@ def prediction_of(messages: list[dict]) -> str | None:
     return None
 
 
-def _format_error(text: str, final: bool) -> str | None:
-    return turn_format_error(text, final)
-
-
 async def _generate_turn(backend, conv: Conversation, cfg: AgentConfig, seen: set, r: Rollout, think_prefix: str):
     """One assistant turn with DR-Venus's retries; returns (generation, repaired text, parsed turn, attempts)
     or None when the model API failed on every attempt."""
@@ -159,6 +155,65 @@ async def _generate_turn(backend, conv: Conversation, cfg: AgentConfig, seen: se
     return None  # pragma: no cover
 
 
+#: how a rollout ends when a forced turn (``None``: an ordinary one) answers, or when a forced turn does not
+ANSWERED = {None: "answered", "token_limit": "answered_token_limit", "max_steps": "answered_max_steps"}
+NOT_ANSWERED = {"token_limit": "token_limit_no_answer", "max_steps": "max_steps"}
+FORCE_NOTES = {"token_limit": protocol.FORCE_CONTEXT, "max_steps": protocol.FORCE_MAX_STEPS}
+
+
+def _forced(step: int, conv: Conversation, cfg: AgentConfig) -> str | None:
+    """Why this turn must answer (the context is full, or it is the last turn), or None."""
+    if step > 0 and len(conv) > cfg.context_limit:
+        return "token_limit"
+    if step > 0 and step == cfg.max_turns - 1:
+        return "max_steps"
+    return None
+
+
+def _turn_record(step: int, turn, text: str, gen: Generation, gen_s: float, attempts: int, forced) -> dict:
+    """The turn log entry of one generated turn (``tool_s`` is filled in when its tool has run)."""
+    return {
+        "step": step,
+        "kind": turn.kind,
+        "tool": turn.call.name if turn.call else None,
+        "arguments": turn.call.arguments if turn.kind == "call" else None,
+        "error": turn.error,
+        "format_error": turn_format_error(text, final=turn.kind == "answer"),
+        "gen_s": round(gen_s, 4),
+        "tool_s": 0.0,
+        "new_tokens": len(gen.ids) if gen.ids is not None else None,
+        "finish_reason": gen.finish_reason,
+        "attempts": attempts,
+        "forced": forced,
+    }
+
+
+async def _act(turn, tools: Any, conv: Conversation, cfg: AgentConfig, r: Rollout, seen: set, log: dict) -> None:
+    """The environment's reply to a turn that did not answer: its tool's result, or the malformed-turn note."""
+    if turn.kind != "call":
+        conv.add_user(protocol.wrap_tool_response(cfg.malformed_message))
+        return
+    r.tool_call_count += 1
+    seen.add(protocol.call_signature(turn.call))
+    r.boundaries[-1]["tool"] = turn.call.name
+    t_tool = time.monotonic()
+    result = await tools.run(turn.call)
+    log["tool_s"] = round(time.monotonic() - t_tool, 4)
+    conv.add_user(protocol.wrap_tool_response(result))
+
+
+def _finish(r: Rollout, conv: Conversation, start: float) -> Rollout:
+    """The rollout's messages, prediction, sizes and (with a tokenizer) its exact token ids and sampled-token mask."""
+    r.messages = conv.messages
+    r.prediction = prediction_of(conv.messages) if r.termination != "exception" else None
+    r.final_token_count = len(conv)
+    r.elapsed_seconds = round(time.monotonic() - start, 3)
+    if conv.chat is not None:
+        p = conv.prompt_len
+        r.prompt_ids, r.completion_ids, r.completion_mask = conv.ids[:p], conv.ids[p:], conv.mask[p:]
+    return r
+
+
 async def run_agent(
     question: str,
     backend: Any,
@@ -173,96 +228,56 @@ async def run_agent(
     the last tool response comes again as a message), ``{"event": "generate", "step", "forced"}`` before each turn is
     generated (``python -m venus_utils.agent ask`` prints them)."""
     cfg = cfg or AgentConfig()
-    start = time.monotonic()
-    r = Rollout(question)
+    start, r = time.monotonic(), Rollout(question)
     chat = getattr(backend, "chat", None)
     system = protocol.system_prompt(cfg.current_date, style=cfg.system_prompt_style)
-    messages = [{"role": "system", "content": system}, {"role": "user", "content": question}]
-    conv = Conversation(messages, chat)
+    conv = Conversation([{"role": "system", "content": system}, {"role": "user", "content": question}], chat)
     notify = on_event or (lambda event: None)
+
+    def added(step):  # the message just added to the conversation, for on_event
+        notify({"event": "message", "step": step, "message": dict(conv.messages[-1])})
+
     for msg in conv.messages:
         notify({"event": "message", "step": None, "message": dict(msg)})
     think_prefix = chat.think_prefix if chat is not None else "<think>\n"
-    seen: set[str] = set()
+    seen: set[str] = set()  # the tool calls made so far (a repeated one is retried)
     try:
         for step in range(cfg.max_turns):
             if time.monotonic() - start > cfg.time_limit_s:
                 r.termination = "timeout"
                 break
-            forced = None
-            if step > 0 and len(conv) > cfg.context_limit:
-                forced, note = ("token_limit", protocol.FORCE_CONTEXT)
-            elif step > 0 and step == cfg.max_turns - 1:
-                forced, note = ("max_steps", protocol.FORCE_MAX_STEPS)
-            if forced:
-                conv.replace_last_user(protocol.wrap_tool_response(note))
-                notify({"event": "message", "step": step, "message": dict(conv.messages[-1])})
-            r.boundaries.append(
-                {"step": step, "context_len": len(conv), "n_messages": len(conv.messages), "tool": None}
-            )
+            forced = _forced(step, conv, cfg)
+            if forced:  # the last tool response is replaced by a note that asks for the answer now
+                conv.replace_last_user(protocol.wrap_tool_response(FORCE_NOTES[forced]))
+                added(step)
+            boundary = {"step": step, "context_len": len(conv), "n_messages": len(conv.messages), "tool": None}
+            r.boundaries.append(boundary)  # the context this turn is generated from (its tool: filled in by _act)
             notify({"event": "generate", "step": step, "forced": forced})
             t_gen = time.monotonic()
             out = await _generate_turn(backend, conv, cfg, seen, r, think_prefix)
             gen_s = time.monotonic() - t_gen
-            if out is None:
-                r.termination = {"token_limit": "token_limit_no_answer", "max_steps": "max_steps"}.get(
-                    forced, "llm_error"
-                )
+            if out is None:  # the model API failed on every attempt
+                r.termination = NOT_ANSWERED.get(forced, "llm_error")
                 break
             gen, text, turn, attempts = out
             conv.add_assistant(text, gen.ids)
-            notify({"event": "message", "step": step, "message": dict(conv.messages[-1])})
+            added(step)
             r.turns += 1
-            log = {
-                "step": step,
-                "kind": turn.kind,
-                "tool": turn.call.name if turn.call else None,
-                "arguments": turn.call.arguments if turn.kind == "call" else None,
-                "error": turn.error,
-                "format_error": _format_error(text, final=turn.kind == "answer"),
-                "gen_s": round(gen_s, 4),
-                "tool_s": 0.0,
-                "new_tokens": len(gen.ids) if gen.ids is not None else None,
-                "finish_reason": gen.finish_reason,
-                "attempts": attempts,
-                "forced": forced,
-            }
+            log = _turn_record(step, turn, text, gen, gen_s, attempts, forced)
             r.turn_log.append(log)
             if turn.kind == "answer":
-                r.termination = {"token_limit": "answered_token_limit", "max_steps": "answered_max_steps"}.get(
-                    forced, "answered"
-                )
+                r.termination = ANSWERED[forced]
                 break
             if forced:
-                r.termination = {"token_limit": "token_limit_no_answer", "max_steps": "max_steps"}[forced]
+                r.termination = NOT_ANSWERED[forced]
                 break
-            if turn.kind == "call":
-                r.tool_call_count += 1
-                seen.add(protocol.call_signature(turn.call))
-                r.boundaries[-1]["tool"] = turn.call.name
-                t_tool = time.monotonic()
-                result = await tools.run(turn.call)
-                log["tool_s"] = round(time.monotonic() - t_tool, 4)
-                conv.add_user(protocol.wrap_tool_response(result))
-            else:
-                conv.add_user(protocol.wrap_tool_response(cfg.malformed_message))
-            notify({"event": "message", "step": step, "message": dict(conv.messages[-1])})
+            await _act(turn, tools, conv, cfg, r, seen, log)
+            added(step)
         else:  # pragma: no cover - the last step always breaks
             r.termination = "max_steps"
     except Exception as exc:
         r.termination, r.error, r.traceback = "exception", f"{type(exc).__name__}: {exc}", traceback.format_exc()
-    r.messages = conv.messages
-    r.prediction = prediction_of(conv.messages) if r.termination != "exception" else None
-    r.final_token_count = len(conv)
-    r.elapsed_seconds = round(time.monotonic() - start, 3)
-    if chat is not None:
-        ids, mask = conv.ids, conv.mask
-        r.prompt_ids, r.completion_ids, r.completion_mask = (
-            ids[: conv.prompt_len],
-            ids[conv.prompt_len :],
-            mask[conv.prompt_len :],
-        )
-    return r
+    return _finish(r, conv, start)
 
 
 async def run_many(

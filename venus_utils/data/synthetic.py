@@ -158,6 +158,99 @@ def _n_turns(rng: random.Random, spec: SyntheticSpec) -> int:
     return rng.randint(spec.min_turns, min(50, spec.max_turns))
 
 
+#: defects that shape one turn of a row, each placed at a random turn (:func:`_special_turn`, :func:`_research_turn`)
+TURN_DEFECTS = (
+    "python_turn",
+    "unknown_tool",
+    "duplicate_search",
+    "duplicate_visit",
+    "bad_json",
+    "missing_think",
+    "multi_query",
+    "no_results",
+    "queries_key",
+    "multi_call",
+)
+
+
+def _special_turn(kind: str | None, g: _Gen, reasoning: str, topic: str, calls: list) -> tuple[str, str] | None:
+    """``(assistant turn, tool response body)`` of a turn that carries a defect of its own (a disallowed or unknown
+    tool, a repeated call, broken JSON, no reasoning, two calls), or None for an ordinary research turn."""
+    rng = g.rng
+    if kind == "python_turn":
+        call = tool_call_text("PythonInterpreter", {}) + "\n<code>\nprint(sum(range(10)))\n</code>"
+        return raw_tool_turn(reasoning, call), "stdout:\n45"
+    if kind == "unknown_tool":
+        call = tool_call_text("google_scholar", {"query": "founder " + topic})
+        return raw_tool_turn(reasoning, call), g.words(10, 30)
+    if kind in ("duplicate_search", "duplicate_visit"):
+        previous = [c for c in calls if c[0] == kind.split("_")[1]]
+        if not previous:
+            return None  # nothing to repeat yet: an ordinary turn
+        name, args = previous[-1]
+        if name == "visit":
+            args = {"url": args["url"], "goal": "find more about " + rng.choice(WORDS)}
+        text = g.search_block(args["query"][0]) if name == "search" else g.visit_text(args["url"][0], args["goal"])
+        return raw_tool_turn(reasoning, tool_call_text(name, args)), text
+    if kind == "bad_json":
+        return raw_tool_turn(reasoning, '{"name": "search", "arguments": {"query": ['), "Error: invalid tool call"
+    if kind == "missing_think":
+        query = f"{topic} {rng.choice(WORDS)} founder"
+        return f"<tool_call>\n{tool_call_text('search', {'query': [query]})}\n</tool_call>", g.search_block(query)
+    if kind == "multi_call":
+        q1, q2 = f"{topic} history", f"{topic} {rng.choice(WORDS)}"
+        content = (
+            raw_tool_turn(reasoning, tool_call_text("search", {"query": [q1]}))
+            + f"\n<tool_call>\n{tool_call_text('search', {'query': [q2]})}\n</tool_call>"
+        )
+        return content, g.search_block(q1)
+    return None
+
+
+def _research_turn(
+    kind: str | None, g: _Gen, reasoning: str, topic: str, calls: list, defects: set
+) -> tuple[str, str]:
+    """``(assistant turn, tool response body)`` of an ordinary turn: a search (one or more queries, perhaps one
+    without results, perhaps under the ``queries`` key) or a visit; the call is recorded in ``calls``."""
+    rng = g.rng
+    if rng.random() < 0.7 or kind in ("multi_query", "no_results"):
+        queries = [f"{topic} {' '.join(rng.choices(WORDS, k=2))}"]
+        if kind == "multi_query":
+            queries.append(f'"{rng.choice(WORDS)}" {topic} founder\'s family')
+        if kind == "no_results":
+            queries = [queries[0], f"{topic} {rng.choice(WORDS)} obscure"]
+        args: dict = {
+            "queries" if kind == "queries_key" else "query": queries
+            if len(queries) > 1 or rng.random() < 0.8
+            else queries[0]
+        }
+        blocks = [g.search_block(q, source="source_line" in defects) for q in queries]
+        if kind == "no_results":
+            blocks[1] = f"No results found for '{queries[1]}'. Try with a more general query."
+        calls.append(("search", {"query": queries}))
+        return raw_tool_turn(reasoning, tool_call_text("search", args)), "\n=======\n".join(blocks)
+    url, goal = g.url(), f"find the founder of the {topic}"
+    args = {"urls": [url], "goal": [goal]} if kind == "queries_key" else {"url": [url], "goal": goal}
+    calls.append(("visit", {"url": [url], "goal": goal}))
+    return raw_tool_turn(reasoning, tool_call_text("visit", args)), g.visit_text(url, goal)
+
+
+def _answer_turn(g: _Gen, final_answer: str, topic: str, defects: set) -> dict | None:
+    """The final assistant turn, with the answer-block defects drawn for the row (None: the row ends on a tool)."""
+    if "ends_with_tool" in defects:
+        return None
+    body = f"**{final_answer}** founded the {topic}. {g.words(5, 20)}"
+    if "nested_answer" in defects:
+        answer_block = f"<answer>\n<summary>\n{g.words(10, 30)}\n</summary>\n\n<answer>\n**{final_answer}**\n</answer>"
+    elif "missing_answer" in defects:
+        answer_block = body
+    else:
+        answer_block = f"<answer>\n{body}\n</answer>"
+    if "external_summary" in defects:
+        answer_block = f"<summary>{g.words(10, 25)}</summary>\n" + answer_block
+    return {"role": "assistant", "content": f"<think>\n{g.think()}\n</think>\n{answer_block}"}
+
+
 def raw_row(rng: random.Random, spec: SyntheticSpec = DEFAULT_SPEC) -> dict:
     """One raw REDSearcher-schema row (``meta``, ``messages``, ``system_prompt``); defects drawn at ``spec``'s
     rates."""
@@ -175,130 +268,22 @@ def raw_row(rng: random.Random, spec: SyntheticSpec = DEFAULT_SPEC) -> dict:
     messages.append({"role": "user", "content": question})
     calls: list[tuple[str, dict]] = []
     n_turns = _n_turns(rng, spec)
-    special = [
-        d
-        for d in (
-            "python_turn",
-            "unknown_tool",
-            "duplicate_search",
-            "duplicate_visit",
-            "bad_json",
-            "missing_think",
-            "multi_query",
-            "no_results",
-            "queries_key",
-            "multi_call",
-        )
-        if d in defects
-    ]
+    special = [d for d in TURN_DEFECTS if d in defects]
     slots = {rng.randrange(n_turns): d for d in special} if n_turns else {}
     for t in range(n_turns):
         kind = slots.get(t)
         response_role = "tool" if "tool_role" in defects and t == n_turns // 2 else "user"
         reasoning = g.think()
-        if kind == "python_turn":
-            call = tool_call_text("PythonInterpreter", {}) + "\n<code>\nprint(sum(range(10)))\n</code>"
-            messages += [
-                {"role": "assistant", "content": raw_tool_turn(reasoning, call)},
-                {"role": response_role, "content": raw_response("stdout:\n45")},
-            ]
-            continue
-        if kind == "unknown_tool":
-            call = tool_call_text("google_scholar", {"query": "founder " + topic})
-            messages += [
-                {"role": "assistant", "content": raw_tool_turn(reasoning, call)},
-                {"role": response_role, "content": raw_response(g.words(10, 30))},
-            ]
-            continue
-        if kind in ("duplicate_search", "duplicate_visit"):
-            want = kind.split("_")[1]
-            previous = [c for c in calls if c[0] == want]
-            if previous:
-                name, args = previous[-1]
-                if name == "visit":
-                    args = {"url": args["url"], "goal": "find more about " + rng.choice(WORDS)}
-                text = (
-                    g.search_block(args["query"][0])
-                    if name == "search"
-                    else g.visit_text(args["url"][0], args["goal"])
-                )
-                messages += [
-                    {"role": "assistant", "content": raw_tool_turn(reasoning, tool_call_text(name, args))},
-                    {"role": response_role, "content": raw_response(text)},
-                ]
-                continue
-        if kind == "bad_json":
-            messages += [
-                {
-                    "role": "assistant",
-                    "content": raw_tool_turn(reasoning, '{"name": "search", "arguments": {"query": ['),
-                },
-                {"role": response_role, "content": raw_response("Error: invalid tool call")},
-            ]
-            continue
-        if kind == "missing_think":
-            query = f"{topic} {rng.choice(WORDS)} founder"
-            messages += [
-                {
-                    "role": "assistant",
-                    "content": f"<tool_call>\n{tool_call_text('search', {'query': [query]})}\n</tool_call>",
-                },
-                {"role": response_role, "content": raw_response(g.search_block(query))},
-            ]
-            continue
-        if kind == "multi_call":
-            q1, q2 = f"{topic} history", f"{topic} {rng.choice(WORDS)}"
-            content = (
-                raw_tool_turn(reasoning, tool_call_text("search", {"query": [q1]}))
-                + f"\n<tool_call>\n{tool_call_text('search', {'query': [q2]})}\n</tool_call>"
-            )
-            messages += [
-                {"role": "assistant", "content": content},
-                {"role": response_role, "content": raw_response(g.search_block(q1))},
-            ]
-            continue
-        if rng.random() < 0.7 or kind in ("multi_query", "no_results"):
-            queries = [f"{topic} {' '.join(rng.choices(WORDS, k=2))}"]
-            if kind == "multi_query":
-                queries.append(f'"{rng.choice(WORDS)}" {topic} founder\'s family')
-            if kind == "no_results":
-                queries = [queries[0], f"{topic} {rng.choice(WORDS)} obscure"]
-            args: dict = {
-                "queries" if kind == "queries_key" else "query": queries
-                if len(queries) > 1 or rng.random() < 0.8
-                else queries[0]
-            }
-            blocks = [g.search_block(q, source="source_line" in defects) for q in queries]
-            if kind == "no_results":
-                blocks[1] = f"No results found for '{queries[1]}'. Try with a more general query."
-            text = "\n=======\n".join(blocks)
-            calls.append(("search", {"query": queries}))
-            messages += [
-                {"role": "assistant", "content": raw_tool_turn(reasoning, tool_call_text("search", args))},
-                {"role": response_role, "content": raw_response(text)},
-            ]
-        else:
-            url, goal = g.url(), f"find the founder of the {topic}"
-            args = {"urls": [url], "goal": [goal]} if kind == "queries_key" else {"url": [url], "goal": goal}
-            calls.append(("visit", {"url": [url], "goal": goal}))
-            messages += [
-                {"role": "assistant", "content": raw_tool_turn(reasoning, tool_call_text("visit", args))},
-                {"role": response_role, "content": raw_response(g.visit_text(url, goal))},
-            ]
-    final_answer = g.name() if "wrong_answer" in defects else answer
-    if "ends_with_tool" not in defects:
-        body = f"**{final_answer}** founded the {topic}. {g.words(5, 20)}"
-        if "nested_answer" in defects:
-            answer_block = (
-                f"<answer>\n<summary>\n{g.words(10, 30)}\n</summary>\n\n<answer>\n**{final_answer}**\n</answer>"
-            )
-        elif "missing_answer" in defects:
-            answer_block = body
-        else:
-            answer_block = f"<answer>\n{body}\n</answer>"
-        if "external_summary" in defects:
-            answer_block = f"<summary>{g.words(10, 25)}</summary>\n" + answer_block
-        messages.append({"role": "assistant", "content": f"<think>\n{g.think()}\n</think>\n{answer_block}"})
+        turn = _special_turn(kind, g, reasoning, topic, calls) or _research_turn(
+            kind, g, reasoning, topic, calls, defects
+        )
+        messages += [
+            {"role": "assistant", "content": turn[0]},
+            {"role": response_role, "content": raw_response(turn[1])},
+        ]
+    final = _answer_turn(g, g.name() if "wrong_answer" in defects else answer, topic, defects)
+    if final is not None:
+        messages.append(final)
     return {
         "meta": {"question": question, "answer": "" if "missing_gt" in defects else answer},
         "messages": messages,

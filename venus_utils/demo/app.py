@@ -289,114 +289,129 @@ class DemoServer:
 
     # ---- layout --------------------------------------------------------------------------------------
     def build(self) -> gr.Blocks:
-        d = self.defaults
-        start_turns, model_note = self.model_defaults(d.model, d.checkpoint)
-        start_turns = start_turns or d.max_steps or DEMO_FALLBACK["max_turns"]
+        """The page: the settings beside the run (question, start / stop, the research feed, the answer)."""
         with gr.Blocks(title="venus-recipe · deep-research demo", analytics_enabled=False) as demo:
             gr.Markdown("## venus-recipe · deep-research agent\nAsk a question and watch the agent search and read.")
             with gr.Row():
                 with gr.Column(scale=1, min_width=280):
-                    gr.Markdown("### Settings")
-                    model = gr.Radio(
-                        [
-                            (self.run_model_label(), "tiny"),
-                            ("trained checkpoint", "checkpoint"),
-                            ("OpenAI-compatible endpoint", "endpoint"),
-                        ],
-                        value=d.model,
-                        label="Model",
-                        elem_id="model",
-                    )
-                    checkpoint = gr.Textbox(d.checkpoint, label="Checkpoint folder", max_length=512)
-                    endpoint = gr.Textbox(
-                        d.endpoint, label="Endpoint URL", placeholder="http://127.0.0.1:6001/v1", max_length=512
-                    )
-                    endpoint_model = gr.Textbox(d.endpoint_model, label="Served model name", max_length=512)
-                    endpoint_key = gr.Textbox("", label="Endpoint API key", type="password", max_length=512)
-                    check = gr.Button("Check service", size="sm")
-                    service = gr.Markdown("")
-                    tools = gr.Radio(
-                        [("local (offline world)", "local"), ("web (Serper + Jina)", "web")],
-                        value=d.tools,
-                        label="Tools",
-                        elem_id="tools",
-                    )
-                    world_dir = gr.Textbox(d.world_dir, label="Offline world folder", max_length=512)
-                    with gr.Accordion("Web tool keys", open=False):
-                        serper_key = gr.Textbox("", label="Serper key", type="password", max_length=512)
-                        jina_key = gr.Textbox("", label="Jina key", type="password", max_length=512)
-                        summary_base = gr.Textbox(d.summary_base, label="Summary model URL", max_length=512)
-                        summary_key = gr.Textbox("", label="Summary model key", type="password", max_length=512)
-                        summary_model = gr.Textbox(d.summary_model, label="Summary model name", max_length=512)
-                    prompt_style = gr.Radio(
-                        [
-                            ("the model's own", "auto"),
-                            ("DR-Venus (exact)", "dr-venus"),
-                            ("compact (offline profiles)", "compact"),
-                        ],
-                        value=d.system_prompt_style,
-                        label="System prompt",
-                        elem_id="system-prompt",
-                    )
-                    max_steps = gr.Slider(1, MAX_STEPS_LIMIT, value=start_turns, step=1, label="Max steps")
-                    note = gr.Markdown(model_note, elem_id="model-settings")
+                    ui = self._settings_panel()
                 with gr.Column(scale=3):
-                    question = gr.Textbox(
-                        label="Question",
-                        lines=3,
-                        max_length=MAX_QUESTION_CHARS,
-                        elem_id="question",
-                        placeholder="What would you like to research?",
-                    )
-                    with gr.Row():
-                        start = gr.Button("Start", variant="primary", elem_id="start")
-                        stop = gr.Button("Stop", variant="stop", elem_id="stop")
-                    gr.Markdown(self.world_note(), elem_id="world-note")
-                    status = gr.Markdown(_status_markdown(None), elem_id="status")
-                    gr.Markdown("### Research process")
-                    feed = gr.HTML(render_html([]), elem_id="feed")
-                    with gr.Accordion("Final answer", open=True):
-                        answer = gr.Markdown("*No answer yet.*", elem_id="final-answer")
-            inputs = [
-                question,
-                model,
-                checkpoint,
-                endpoint,
-                endpoint_model,
-                endpoint_key,
-                tools,
-                world_dir,
-                serper_key,
-                jina_key,
-                summary_base,
-                summary_key,
-                summary_model,
-                max_steps,
-                prompt_style,
-            ]
-            model.change(self.model_settings, [model, checkpoint], [max_steps, note], concurrency_limit=None)
-            checkpoint.blur(self.model_settings, [model, checkpoint], [max_steps, note], concurrency_limit=None)
-            start.click(
-                self.start,
-                inputs,
-                [feed, answer, status],
-                concurrency_limit=self.concurrency,
-                concurrency_id="runs",
-                show_progress="hidden",
-            )
-            question.submit(
-                self.start,
-                inputs,
-                [feed, answer, status],
-                concurrency_limit=self.concurrency,
-                concurrency_id="runs",
-                show_progress="hidden",
-            )
-            stop.click(self.stop, None, [status], concurrency_limit=None, queue=False)
-            check.click(self.check_service, [endpoint, endpoint_key], [service], concurrency_limit=None)
-            demo.unload(self.forget)
+                    ui.update(self._run_panel())
+            self._wire(demo, ui)
         demo.queue(max_size=self.max_queue, default_concurrency_limit=self.concurrency)
         return demo
+
+    def _settings_panel(self) -> dict[str, Any]:
+        """The settings column's components, by name: model, tools and their keys, system prompt, turn limit."""
+        d = self.defaults
+        start_turns, model_note = self.model_defaults(d.model, d.checkpoint)
+        start_turns = start_turns or d.max_steps or DEMO_FALLBACK["max_turns"]
+        ui: dict[str, Any] = {}
+        gr.Markdown("### Settings")
+        ui["model"] = gr.Radio(
+            [
+                (self.run_model_label(), "tiny"),
+                ("trained checkpoint", "checkpoint"),
+                ("OpenAI-compatible endpoint", "endpoint"),
+            ],
+            value=d.model,
+            label="Model",
+            elem_id="model",
+        )
+        ui["checkpoint"] = gr.Textbox(d.checkpoint, label="Checkpoint folder", max_length=512)
+        ui["endpoint"] = gr.Textbox(
+            d.endpoint, label="Endpoint URL", placeholder="http://127.0.0.1:6001/v1", max_length=512
+        )
+        ui["endpoint_model"] = gr.Textbox(d.endpoint_model, label="Served model name", max_length=512)
+        ui["endpoint_key"] = gr.Textbox("", label="Endpoint API key", type="password", max_length=512)
+        ui["check"] = gr.Button("Check service", size="sm")
+        ui["service"] = gr.Markdown("")
+        ui["tools"] = gr.Radio(
+            [("local (offline world)", "local"), ("web (Serper + Jina)", "web")],
+            value=d.tools,
+            label="Tools",
+            elem_id="tools",
+        )
+        ui["world_dir"] = gr.Textbox(d.world_dir, label="Offline world folder", max_length=512)
+        with gr.Accordion("Web tool keys", open=False):
+            ui["serper_key"] = gr.Textbox("", label="Serper key", type="password", max_length=512)
+            ui["jina_key"] = gr.Textbox("", label="Jina key", type="password", max_length=512)
+            ui["summary_base"] = gr.Textbox(d.summary_base, label="Summary model URL", max_length=512)
+            ui["summary_key"] = gr.Textbox("", label="Summary model key", type="password", max_length=512)
+            ui["summary_model"] = gr.Textbox(d.summary_model, label="Summary model name", max_length=512)
+        ui["prompt_style"] = gr.Radio(
+            [("the model's own", "auto"), ("DR-Venus (exact)", "dr-venus"), ("compact (offline profiles)", "compact")],
+            value=d.system_prompt_style,
+            label="System prompt",
+            elem_id="system-prompt",
+        )
+        ui["max_steps"] = gr.Slider(1, MAX_STEPS_LIMIT, value=start_turns, step=1, label="Max steps")
+        ui["note"] = gr.Markdown(model_note, elem_id="model-settings")
+        return ui
+
+    def _run_panel(self) -> dict[str, Any]:
+        """The run column's components, by name: the question, start / stop, status, the feed and the answer."""
+        ui: dict[str, Any] = {}
+        ui["question"] = gr.Textbox(
+            label="Question",
+            lines=3,
+            max_length=MAX_QUESTION_CHARS,
+            elem_id="question",
+            placeholder="What would you like to research?",
+        )
+        with gr.Row():
+            ui["start"] = gr.Button("Start", variant="primary", elem_id="start")
+            ui["stop"] = gr.Button("Stop", variant="stop", elem_id="stop")
+        gr.Markdown(self.world_note(), elem_id="world-note")
+        ui["status"] = gr.Markdown(_status_markdown(None), elem_id="status")
+        gr.Markdown("### Research process")
+        ui["feed"] = gr.HTML(render_html([]), elem_id="feed")
+        with gr.Accordion("Final answer", open=True):
+            ui["answer"] = gr.Markdown("*No answer yet.*", elem_id="final-answer")
+        return ui
+
+    def _wire(self, demo: gr.Blocks, ui: dict[str, Any]) -> None:
+        """The events: a model choice updates the turn limit and its note; Start (or Enter) runs :meth:`start` with
+        :data:`START_INPUTS`; Stop, Check service and a closed tab."""
+        inputs = [ui[name] for name in START_INPUTS]
+        outputs = [ui["feed"], ui["answer"], ui["status"]]
+        chosen, limits = [ui["model"], ui["checkpoint"]], [ui["max_steps"], ui["note"]]
+        ui["model"].change(self.model_settings, chosen, limits, concurrency_limit=None)
+        ui["checkpoint"].blur(self.model_settings, chosen, limits, concurrency_limit=None)
+        for event in (ui["start"].click, ui["question"].submit):
+            event(
+                self.start,
+                inputs,
+                outputs,
+                concurrency_limit=self.concurrency,
+                concurrency_id="runs",
+                show_progress="hidden",
+            )
+        ui["stop"].click(self.stop, None, [ui["status"]], concurrency_limit=None, queue=False)
+        ui["check"].click(
+            self.check_service, [ui["endpoint"], ui["endpoint_key"]], [ui["service"]], concurrency_limit=None
+        )
+        demo.unload(self.forget)
+
+
+#: the components :meth:`DemoServer.start` takes, in the order of its arguments
+START_INPUTS = (
+    "question",
+    "model",
+    "checkpoint",
+    "endpoint",
+    "endpoint_model",
+    "endpoint_key",
+    "tools",
+    "world_dir",
+    "serper_key",
+    "jina_key",
+    "summary_base",
+    "summary_key",
+    "summary_model",
+    "max_steps",
+    "prompt_style",
+)
 
 
 def exposure_warning(host: str, allow_any_endpoint: bool = False) -> str | None:

@@ -218,12 +218,44 @@ def _write_parquet(path: Path, table) -> None:
 
 
 def build_world(out_dir: str | Path, seed: int = 0, size: str = "small", progress: bool = True, **knobs) -> dict:
-    """Generate the world into ``out_dir`` and return its ``world.json`` content (see the module docstring)."""
+    """Generate the world into ``out_dir`` and return its ``world.json`` content (see the module docstring): the
+    sub-worlds' entities and pages, their questions, the expert's trajectories (the questions it cannot solve with
+    these tools are dropped), the question splits, the noisy raw trajectories, and the counts that describe them."""
     cfg = WorldConfig.from_knobs(knobs, seed=seed, size=size)
     out, t0 = Path(out_dir), time.perf_counter()
+    entities, pages, hard_entities = _entities_and_pages(cfg, seed)
+    questions = _questions(cfg, entities, hard_entities)
+    expert = _expert(cfg, pages)
+    solved, unsolvable = [], 0
+    for n, q in enumerate(tqdm(questions, desc="expert", disable=not progress, mininterval=2)):
+        msgs = expert.solve(q, random.Random(f"{seed}-expert-{n}"))
+        if msgs is None:
+            unsolvable += 1
+        else:
+            solved.append((q, msgs))
+    qa = _write_splits(out, cfg, seed, solved)
+    trajectories = _write_trajectories(out, cfg, seed, qa["train"], solved, expert)
+    write_jsonl(out / PAGES_FILE, pages)
+    meta = {
+        "format": "venus-world/1",
+        "config": asdict(cfg),
+        "current_date": cfg.current_date,
+        "tools": {
+            "search": {"top_k": cfg.search_top_k, "snippet_chars": cfg.snippet_chars},
+            "visit": {"max_sentences": cfg.visit_max_sentences, "with_evidence": cfg.visit_with_evidence},
+        },
+        "counts": _counts(cfg, pages, entities, questions, unsolvable, solved, qa),
+        "trajectories": trajectories,
+        "build_seconds": round(time.perf_counter() - t0, 2),
+    }
+    write_json(out / META_FILE, meta)
+    return meta
+
+
+def _entities_and_pages(cfg: WorldConfig, seed: int) -> tuple[list, list[dict], list]:
+    """Every sub-world's entity graph and pages (entity pages and trivia), and the hard tier's entities."""
     names = NameMaker(random.Random(f"{seed}-names"))
-    entities, pages = [], []
-    hard_entities = []
+    entities, pages, hard_entities = [], [], []
     for w in range(cfg.n_worlds):
         hard = subworld_tier(w, cfg.n_worlds, cfg.hard_worlds) == "hard"
         ents, trivia = build_graph(
@@ -241,28 +273,32 @@ def build_world(out_dir: str | Path, seed: int = 0, size: str = "small", progres
         ]
         pages += trivia
         hard_entities += ents if hard else []
+    return entities, pages, hard_entities
+
+
+def _questions(cfg: WorldConfig, entities: list, hard_entities: list) -> list:
+    """The easy tier's questions in the order of a build without a hard tier (same indices, same expert draws), then
+    the hard tier's longer chains."""
     by_id = {e.id: e for e in entities}
-    # the easy tier's questions in the order of a build without a hard tier (same indices, same expert draws), then
-    # the hard tier's longer chains
     hard_ids = {e.id for e in hard_entities}
     questions = make_questions([e for e in entities if e.id not in hard_ids], by_id, cfg.min_hops, cfg.max_hops)
     questions += make_questions(hard_entities, by_id, cfg.hard_min_hops, cfg.hard_max_hops, TEMPLATES + HARD_TEMPLATES)
+    return questions
 
+
+def _expert(cfg: WorldConfig, pages: list[dict]) -> Expert:
+    """The expert researcher, with the world's own search and visit tools."""
     search = LocalSearch(pages, top_k=cfg.search_top_k, snippet_chars=cfg.snippet_chars)
     visit = LocalVisit(pages, max_sentences=cfg.visit_max_sentences, with_evidence=cfg.visit_with_evidence)
-    expert = Expert(search, visit, cfg.visit_policy, cfg.query_string_rate)
-    solved, unsolvable = [], 0
-    for n, q in enumerate(tqdm(questions, desc="expert", disable=not progress, mininterval=2)):
-        msgs = expert.solve(q, random.Random(f"{seed}-expert-{n}"))
-        if msgs is None:
-            unsolvable += 1
-        else:
-            solved.append((q, msgs))
+    return Expert(search, visit, cfg.visit_policy, cfg.query_string_rate)
 
+
+def _write_splits(out: Path, cfg: WorldConfig, seed: int, solved: list) -> dict[str, list]:
+    """The solved questions split (train, val, test and, with RL questions, rl) and written as verl QA parquet;
+    returns ``{split: [(question, expert messages, question index)]}``."""
     qa = {"train": [], "val": [], "test": [], **({"rl": []} if cfg.rl_frac > 0 or cfg.rl_worlds > 0 else {})}
     for n, (q, msgs) in enumerate(solved):
-        split = _split(cfg, q)
-        qa[split].append((q, msgs, n))
+        qa[_split(cfg, q)].append((q, msgs, n))
     for split, items in qa.items():
         rows = [
             {
@@ -281,8 +317,13 @@ def build_world(out_dir: str | Path, seed: int = 0, size: str = "small", progres
             for q, _, n in items
         ]
         _write_parquet(qa_path(out, split), _qa_table(rows))
+    return qa
 
-    train = qa["train"]
+
+def _write_trajectories(out: Path, cfg: WorldConfig, seed: int, train: list, solved: list, expert: Expert) -> dict:
+    """The training questions' expert trajectories with noise injected at the configured rates, written as raw
+    REDSearcher shards (and the noise of each row as JSONL); returns ``world.json``'s ``trajectories`` record, with
+    what DR-Venus's cleaner should report on these shards."""
     if cfg.max_trajectories is not None and len(train) > cfg.max_trajectories:
         train = random.Random(f"{seed}-cap").sample(train, cfg.max_trajectories)
         train.sort(key=lambda t: t[2])
@@ -314,48 +355,38 @@ def build_world(out_dir: str | Path, seed: int = 0, size: str = "small", progres
         path = out / TRAJECTORIES_DIR / f"train-{s:05d}.parquet"
         _write_parquet(path, _trajectory_table(traj_rows[start : start + cfg.shard_size]))
         shards.append(path.name)
-    write_jsonl(out / PAGES_FILE, pages)
     write_jsonl(out / NOISE_FILE, noise_rows)
+    return {
+        "rows": len(traj_rows),
+        "shards": shards,
+        "noise_rows": log.rows,
+        "clean_rows": sum(not r["noise"] for r in noise_rows),
+        # what DR-Venus's cleaner (prepare_trajectories.py) should report on these shards
+        "expected_cleaner": {
+            "duplicate_tool_turns_removed": log.turns["duplicate"],
+            "pruned_tool_turns_removed": log.turns["disallowed"],
+            "pruned_tool_response_turns_removed": log.turns["disallowed"],
+            "pruned_tool_name_counts": {"PythonInterpreter": log.turns["disallowed"]}
+            if log.turns["disallowed"]
+            else {},
+            "malformed_tool_turns_skipped": log.turns["malformed"],
+            "wrong_final_answers": log.rows["wrong_answer"],
+        },
+    }
 
-    hops = {}
+
+def _counts(cfg: WorldConfig, pages, entities, questions, unsolvable: int, solved, qa) -> dict:
+    """``world.json``'s ``counts``: pages, entities by type, questions generated, unsolvable, per split, hops, tier."""
+    hops: dict[str, int] = {}
     for q, _ in solved:
         hops[str(q.hops)] = hops.get(str(q.hops), 0) + 1
-    meta = {
-        "format": "venus-world/1",
-        "config": asdict(cfg),
-        "current_date": cfg.current_date,
-        "tools": {
-            "search": {"top_k": cfg.search_top_k, "snippet_chars": cfg.snippet_chars},
-            "visit": {"max_sentences": cfg.visit_max_sentences, "with_evidence": cfg.visit_with_evidence},
-        },
-        "counts": {
-            "pages": len(pages),
-            "entities": {t: sum(e.type == t for e in entities) for t in ("country", "city", "person", "org", "work")},
-            "trivia_pages": sum(p["type"] == "trivia" for p in pages),
-            "questions_generated": len(questions),
-            "questions_unsolvable": unsolvable,
-            "questions": {k: len(v) for k, v in qa.items()},
-            "questions_by_hops": dict(sorted(hops.items())),
-            "questions_by_tier": _tier_counts(cfg, qa),
-        },
-        "trajectories": {
-            "rows": len(traj_rows),
-            "shards": shards,
-            "noise_rows": log.rows,
-            "clean_rows": sum(not r["noise"] for r in noise_rows),
-            # what DR-Venus's cleaner (prepare_trajectories.py) should report on these shards
-            "expected_cleaner": {
-                "duplicate_tool_turns_removed": log.turns["duplicate"],
-                "pruned_tool_turns_removed": log.turns["disallowed"],
-                "pruned_tool_response_turns_removed": log.turns["disallowed"],
-                "pruned_tool_name_counts": {"PythonInterpreter": log.turns["disallowed"]}
-                if log.turns["disallowed"]
-                else {},
-                "malformed_tool_turns_skipped": log.turns["malformed"],
-                "wrong_final_answers": log.rows["wrong_answer"],
-            },
-        },
-        "build_seconds": round(time.perf_counter() - t0, 2),
+    return {
+        "pages": len(pages),
+        "entities": {t: sum(e.type == t for e in entities) for t in ("country", "city", "person", "org", "work")},
+        "trivia_pages": sum(p["type"] == "trivia" for p in pages),
+        "questions_generated": len(questions),
+        "questions_unsolvable": unsolvable,
+        "questions": {k: len(v) for k, v in qa.items()},
+        "questions_by_hops": dict(sorted(hops.items())),
+        "questions_by_tier": _tier_counts(cfg, qa),
     }
-    write_json(out / META_FILE, meta)
-    return meta
