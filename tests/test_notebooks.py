@@ -13,7 +13,7 @@ import pytest
 
 from venus_utils.paths import PARAMS_DIR
 from venus_utils.pipeline import run_pipeline
-from venus_utils.profiles import discover_notebooks
+from venus_utils.profiles import discover_notebooks, load_profile
 
 pytestmark = pytest.mark.slow
 
@@ -63,6 +63,12 @@ def test_stage_summary(smoke_run, stage):
         value = summary[key]
         if isinstance(value, float):
             assert math.isfinite(value), f"{stage}: {key} = {value}"
+    # every parameter the stage used, with where it came from (the pipeline injects the profile's values)
+    settings = summary["settings"]
+    assert settings["seed"] == {"value": 0, "from": "params/smoke.yaml"}
+    section = load_profile(PARAMS_DIR / "smoke.yaml").sections.get(stage, {})
+    for key, value in section.items():
+        assert settings[key] == {"value": value, "from": f"params/smoke.yaml: {stage}"}, key
 
 
 def test_no_secret_in_any_artifact(smoke_run):

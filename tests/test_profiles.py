@@ -82,3 +82,26 @@ def test_numbers_must_be_finite(tmp_path, raw):
     prof = load_profile(write(tmp_path, f"01_clean:\n  k: {raw}\n"))
     with pytest.raises(ConfigError, match=r"'k(\[1\])?' must be a finite number"):
         notebook_params(prof, "01_clean", {"k": [0.5] if raw.startswith("[") else 0.5})
+
+
+def test_a_run_records_each_value_and_where_it_came_from(tmp_path):
+    """Issue 23: summary.json says, for every parameter, the value the stage used and its source: the profile's
+    section or shared keys, the notebook's parameters cell, or this run (--set, by hand)."""
+    from venus_utils.paths import NOTEBOOKS_DIR, PARAMS_DIR, RL_STAGE
+    from venus_utils.profiles import NOTEBOOK_DEFAULT, THIS_RUN, notebook_defaults, settings_record
+    from venus_utils.stage import Stage
+
+    defaults = notebook_defaults(NOTEBOOKS_DIR / f"{RL_STAGE}.ipynb")
+    values = {**defaults, **notebook_params(load_profile(PARAMS_DIR / "smoke.yaml"), RL_STAGE, defaults)}
+    values["kl_coef"] = 0.5  # assigned by hand after the profile
+    record = settings_record(RL_STAGE, "smoke", values)
+    assert record["max_steps"] == {"value": 2, "from": f"params/smoke.yaml: {RL_STAGE}"}
+    assert record["seed"] == {"value": 0, "from": "params/smoke.yaml"}  # a shared key
+    assert record["norm_mode"]["from"] == NOTEBOOK_DEFAULT
+    assert record["kl_coef"] == {"value": 0.5, "from": THIS_RUN}
+    assert set(record) == set(defaults) - {"run_dir", "stage_dir", "profile"}
+    no_file = settings_record(RL_STAGE, "a-profile-outside-params", values)
+    assert no_file["learning_rate"]["from"] == THIS_RUN and no_file["offline"]["from"] == NOTEBOOK_DEFAULT
+
+    stage = Stage.start(RL_STAGE, tmp_path / "run", profile="smoke", params=values)
+    assert stage.finish()["settings"] == record

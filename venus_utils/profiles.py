@@ -654,3 +654,37 @@ def apply_profile(
         text += f"; kept the notebook's {', '.join(kept)} (a hand run)"
     print(f"profile {name!r}: {path.name} applied to {stage}: {text}")
     return values
+
+
+# --- where each value of a run came from ----------------------------------------------------------------------------
+NOTEBOOK_DEFAULT = "notebook default"
+THIS_RUN = "this run (--set, by hand, or a profile file outside params/)"
+
+
+def settings_record(
+    stage: str, profile: str | None, values: dict[str, Any], notebooks_dir: str | Path | None = None
+) -> dict[str, dict[str, Any]]:
+    """Each parameter of ``stage``'s notebook with the value this run used (``values``: the notebook's globals, or a
+    stage CLI's parameters) and where it came from: ``params/<profile>.yaml`` (its section or its shared keys), the
+    notebook's parameters cell (:data:`NOTEBOOK_DEFAULT`), or :data:`THIS_RUN`.  The rule it shows is the README's:
+    a value the profile sets wins over the notebook's default, and ``--set`` or an assignment by hand over both."""
+    path = Path(notebooks_dir or NOTEBOOKS_DIR) / f"{stage}.ipynb"
+    defaults = notebook_defaults(path) if path.is_file() else {}
+    found = find_profile(profile) if profile else None
+    prof = load_profile(found) if found else None
+    section, shared = (prof.sections.get(stage, {}), prof.shared) if prof else ({}, {})
+    record = {}
+    for key in defaults or values:
+        if key not in values or key in RESERVED:
+            continue
+        value = values[key]
+        if key in section and section[key] == value:
+            source = f"params/{found.name}: {stage}"
+        elif key in shared and shared[key] == value:
+            source = f"params/{found.name}"
+        elif key in defaults and defaults[key] == value:
+            source = NOTEBOOK_DEFAULT
+        else:
+            source = THIS_RUN
+        record[key] = {"value": value, "from": source}
+    return record

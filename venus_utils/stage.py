@@ -23,6 +23,7 @@ from typing import Any
 from .io import read_json, write_json
 from .locks import FolderLock, acquire, release
 from .paths import RL_STAGE, SFT_STAGE, TINY_MODEL_DIR, runs_base
+from .profiles import settings_record
 
 SUMMARY = "summary.json"
 
@@ -51,15 +52,30 @@ class Stage:
         self._t0 = time.perf_counter()
         self.timings: dict[str, float] = {}
         self.lock: FolderLock | None = None
+        self.settings: dict[str, dict[str, Any]] | None = None  # record_settings: each value and where it came from
 
     @classmethod
     def start(
-        cls, name: str, run_dir: str | Path, stage_dir: str | Path | None = None, profile: str | None = None
+        cls,
+        name: str,
+        run_dir: str | Path,
+        stage_dir: str | Path | None = None,
+        profile: str | None = None,
+        params: dict[str, Any] | None = None,
     ) -> Stage:
-        """The stage, its folder made and held (:meth:`hold`) until :meth:`finish`."""
+        """The stage, its folder made and held (:meth:`hold`) until :meth:`finish`.  ``params`` (a notebook passes its
+        ``globals()``): the run's parameters, recorded in ``summary.json`` with where each came from
+        (:meth:`record_settings`)."""
         stage = cls(name, run_dir, stage_dir, profile)
         stage.hold()
+        if params is not None:
+            stage.record_settings(params)
         return stage
+
+    def record_settings(self, params: dict[str, Any]) -> None:
+        """Keep each parameter's value and source (:func:`venus_utils.profiles.settings_record`) for
+        ``summary.json``'s ``settings``."""
+        self.settings = settings_record(self.name, self.profile, params)
 
     def hold(self) -> FolderLock:
         """Make and hold this stage's folder (:func:`venus_utils.locks.acquire`: raises
@@ -113,6 +129,8 @@ class Stage:
             "timings_s": dict(self.timings),
             **figures,
         }
+        if self.settings is not None:
+            summary["settings"] = self.settings
         write_json(self.dir / SUMMARY, summary)
         release(self.lock)
         self.lock = None

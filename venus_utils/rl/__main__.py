@@ -59,6 +59,7 @@ def train(args: argparse.Namespace) -> dict:
     turn_reward, outcome_reward = reward_functions(cfg)
     # inputs first: a missing question file or upstream stage fails before the stage folder or any model exists
     stage = Stage(STAGE, args.run_dir or f"runs/{profile}", args.out, profile)
+    stage.record_settings(params)
     sft_dir, world_dir, train_file = stage_inputs(stage, params["offline"], params["train_qa"])
     stage.dir.mkdir(parents=True, exist_ok=True)
     model, tokenizer = load_policy(sft_dir, params["device"])

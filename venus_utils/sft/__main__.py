@@ -34,7 +34,7 @@ def train(args: argparse.Namespace) -> dict:
     engine = prepare_engine(params["engine"])  # Unsloth must be imported before transformers
     from transformers import AutoTokenizer
 
-    stage = Stage.start(STAGE, args.run_dir or f"runs/{profile}", args.out, profile)
+    stage = Stage.start(STAGE, args.run_dir or f"runs/{profile}", args.out, profile, params=params)
     data_dir = stage.upstream(RESAMPLING_STAGE)
     model_path = params["base_model"] or (stage.upstream(SETUP_STAGE) / "tiny_model")
     tokenizer = AutoTokenizer.from_pretrained(str(model_path))
