@@ -56,8 +56,14 @@ class MachinePeak:
     bf16_gflops: float
     bf16_native: bool  # the CPU has bf16 dot products (avx512_bf16 / AMX)
 
+    @property
+    def best_gflops(self) -> float:
+        """The machine's own peak: the faster of fp32 and bf16 where bf16 is native, else fp32 (emulated bf16 is
+        no peak: a share of it says nothing)."""
+        return max(self.fp32_gflops, self.bf16_gflops) if self.bf16_native else self.fp32_gflops
+
     def describe(self) -> str:
-        native = "native" if self.bf16_native else "emulated"
+        native = "native" if self.bf16_native else "emulated, so the peak is fp32's"
         return (
             f"machine peak on {self.threads} threads: fp32 {self.fp32_gflops:.0f} GFLOP/s, "
             f"bf16 {self.bf16_gflops:.0f} GFLOP/s ({native})"
