@@ -89,7 +89,7 @@ def _scored():
 
 def test_per_question_and_pass_at_k_curve():
     scored = _scored()
-    pq = metrics.per_question(scored).set_index("id")
+    pq = metrics.question_counts(scored).set_index("id")
     assert pq.loc["q1", ["n", "c"]].tolist() == [4, 2]
     assert pq.loc["q3", "accuracy"] == 1.0
     curve = metrics.pass_at_k_curve(scored).set_index("k")["pass_at_k"]
@@ -176,7 +176,7 @@ def test_plots_write_figures(tmp_path):
 
     scored = _scored()
     figs = [
-        plots.accuracy_by_source(metrics.accuracy_by_source(scored), path=tmp_path / "by_source.png"),
+        plots.accuracy_by_source_bars(metrics.accuracy_by_source(scored), path=tmp_path / "by_source.png"),
         plots.pass_at_k_curves(
             metrics.pass_at_k_curve(scored, by="source"), hue="source", path=tmp_path / "passk.png"
         ),

@@ -19,7 +19,7 @@ from venus_utils.paths import NOTEBOOKS_DIR
 from venus_utils.rl import worked_example
 from venus_utils.rl.config import IGPOConfig
 from venus_utils.rl.rewards import reward_functions
-from venus_utils.rl.rollout import agent_config, episode_from_rollout
+from venus_utils.rl.rollout import episode_from_rollout, rl_agent_config
 from venus_utils.rl.scoring import judge_episodes, score_turns
 
 NOTEBOOK = NOTEBOOKS_DIR / "04_igpo_rl.ipynb"
@@ -56,7 +56,7 @@ def group_of_episodes(tiny_lm, cfg: IGPOConfig):
     episodes = []
     for script in SCRIPTS:
         rollout = asyncio.run(
-            run_agent("When was Kent founded?", ScriptedBackend(list(script), tok), PageTools(), agent_config(cfg))
+            run_agent("When was Kent founded?", ScriptedBackend(list(script), tok), PageTools(), rl_agent_config(cfg))
         )
         episodes.append(episode_from_rollout(rollout, "1987", group="q"))
     judge_episodes(lambda qs, preds, gts: [float((a or "").strip() == g) for a, g in zip(preds, gts)], episodes)

@@ -11,7 +11,7 @@ from venus_utils.agent import AgentConfig, ScriptedBackend, run_agent
 from venus_utils.protocol import turn_format_error
 from venus_utils.rl.config import IGPOConfig
 from venus_utils.rl.rewards import igpo_turn_reward
-from venus_utils.rl.rollout import agent_config, episode_from_rollout
+from venus_utils.rl.rollout import episode_from_rollout, rl_agent_config
 
 CALL = '<tool_call>\n{"name": "visit", "arguments": {"url": ["u"], "goal": "g"}}\n</tool_call>'
 UNCLOSED_CALL = "<think>\nI should visit u " + CALL  # the model forgot </think>
@@ -61,7 +61,7 @@ def test_the_training_repair_leaves_the_call_inside_think_and_the_format_check_f
 
 def test_rl_rollouts_repair_the_training_way_and_inference_keeps_its_own():
     assert AgentConfig().tag_repair == "inference" and AgentConfig.rl().tag_repair == "training"
-    assert agent_config(IGPOConfig()).tag_repair == "training"
+    assert rl_agent_config(IGPOConfig()).tag_repair == "training"
     with pytest.raises(ValueError, match="tag_repair"):
         AgentConfig(tag_repair="sometimes")
 
@@ -72,7 +72,7 @@ def test_an_rl_episode_with_an_unclosed_think_call_gets_the_penalty(tiny_lm):
     turns = ["I should visit u " + CALL, p.answer_turn("found it", "1987")]
     cfg = IGPOConfig(max_turns=3, max_tokens_per_turn=64, max_context_tokens=4096)
     got = {}
-    for name, acfg in (("rl", agent_config(cfg)), ("inference", AgentConfig(max_turns=3))):
+    for name, acfg in (("rl", rl_agent_config(cfg)), ("inference", AgentConfig(max_turns=3))):
         r = asyncio.run(run_agent("Which year?", ScriptedBackend(list(turns), tok), EchoTools(), acfg))
         ep = episode_from_rollout(r, "1987", group="q")
         ep.format_errors = [turn_format_error(t, final=(i == ep.num_turns - 1)) for i, t in enumerate(ep.turns)]

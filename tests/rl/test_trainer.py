@@ -136,10 +136,10 @@ def test_rerunning_a_finished_rl_run_trains_nothing(tiny_lm, tmp_path, capsys):
 
 
 def test_rollout_config_carries_the_system_prompt_style():
-    from venus_utils.rl.rollout import agent_config
+    from venus_utils.rl.rollout import rl_agent_config
 
-    assert agent_config(IGPOConfig()).system_prompt_style == "dr-venus"
-    assert agent_config(IGPOConfig(system_prompt_style="compact")).system_prompt_style == "compact"
+    assert rl_agent_config(IGPOConfig()).system_prompt_style == "dr-venus"
+    assert rl_agent_config(IGPOConfig(system_prompt_style="compact")).system_prompt_style == "compact"
     with pytest.raises(ValueError, match="system_prompt_style"):
         IGPOConfig(system_prompt_style="short")
 

@@ -29,7 +29,7 @@ def exact_judge(questions, predictions, answers):
 def scripted_rollout(model, tokenizer, rows, cfg, llm=None):
     from venus_utils.agent import ScriptedBackend, run_agent
     from venus_utils.protocol import answer_turn, tool_turn
-    from venus_utils.rl.rollout import agent_config, episode_from_rollout
+    from venus_utils.rl.rollout import episode_from_rollout, rl_agent_config
 
     copies, episodes = Counter(), []
     for row in rows:  # a group's copies arrive together on one process (micro-batch = group size)
@@ -39,7 +39,8 @@ def scripted_rollout(model, tokenizer, rows, cfg, llm=None):
             tool_turn(f"look up {row['id']} copy {k}", "visit", {"url": [f"https://w/{k}"], "goal": "year"}),
             answer_turn("found it", row["ground_truth"] if k == 0 else "no idea"),
         ]
-        r = asyncio.run(run_agent(row["question"], ScriptedBackend(turns, tokenizer), EchoTools(), agent_config(cfg)))
+        backend = ScriptedBackend(turns, tokenizer)
+        r = asyncio.run(run_agent(row["question"], backend, EchoTools(), rl_agent_config(cfg)))
         episodes.append(episode_from_rollout(r, row["ground_truth"], row["id"]))
     return episodes
 

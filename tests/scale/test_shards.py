@@ -134,7 +134,7 @@ def test_sharded_evaluation_merges_into_the_single_run():
     merged = metrics.merge_scored(metrics.score(s, judge=judge) for s in reversed(shards))
     pd.testing.assert_frame_equal(merged, single, check_exact=True)
     assert metrics.summarize(merged) == metrics.summarize(single)
-    for table in (metrics.accuracy_by_source, metrics.pass_at_k_curve, metrics.per_question):
+    for table in (metrics.accuracy_by_source, metrics.pass_at_k_curve, metrics.question_counts):
         pd.testing.assert_frame_equal(table(merged), table(single), check_exact=True)
     assert 0 < metrics.summarize(merged)["accuracy"] < 1
     with pytest.raises(ValueError, match="more than one shard"):

@@ -111,7 +111,7 @@ def score(
 # --------------------------------------------------------------------------------------------------------
 # Tables
 # --------------------------------------------------------------------------------------------------------
-def per_question(scored: pd.DataFrame) -> pd.DataFrame:
+def question_counts(scored: pd.DataFrame) -> pd.DataFrame:
     """One row per question: ``n`` judged samples, ``c`` correct, mean accuracy, EM, F1, turns and tool calls.
 
     Samples the judge failed on (``correct`` NaN) are not counted; a question without a judged sample is left out
@@ -138,7 +138,7 @@ def pass_at_k_curve(scored: pd.DataFrame, ks: Iterable[int] | None = None, by: s
     Each ``k`` averages the questions with at least ``k`` judged samples (all of them, unless the judge failed on
     some answers); ``questions`` says how many.  Returns columns ``k``, ``pass_at_k``, ``questions`` (and ``by``).
     """
-    pq = per_question(scored)
+    pq = question_counts(scored)
     groups = [(None, pq)] if by is None else list(pq.groupby(by, sort=True))
     rows = []
     for key, part in groups:
@@ -218,7 +218,7 @@ def termination_table(scored: pd.DataFrame) -> pd.DataFrame:
 def summarize(scored: pd.DataFrame, ks: Iterable[int] | None = None) -> dict:
     """Key figures for ``summary.json``: accuracy (mean over samples), EM, F1, pass@k, counts."""
     curve = pass_at_k_curve(scored, ks)
-    pq = per_question(scored)
+    pq = question_counts(scored)
     return {
         "accuracy": float(scored["correct"].mean()) if len(scored) else float("nan"),
         "exact_match": float(scored["em"].mean()) if len(scored) else float("nan"),

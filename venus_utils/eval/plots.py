@@ -32,7 +32,7 @@ def _save(fig, path: str | Path | None):
     return fig
 
 
-def accuracy_by_source(by_source: pd.DataFrame, ax=None, path=None, title="Judged accuracy by source"):
+def accuracy_by_source_bars(by_source: pd.DataFrame, ax=None, path=None, title="Judged accuracy by source"):
     """Bars of judged accuracy (and token F1) per group, from :func:`metrics.accuracy_by` (any ``by``)."""
     import seaborn as sns
 

@@ -26,7 +26,7 @@ from .config import IGPOConfig
 from .rewards import Episode
 
 
-def agent_config(cfg: IGPOConfig, **overrides):
+def rl_agent_config(cfg: IGPOConfig, **overrides):
     """DR-Venus's RL rollout settings (``AgentConfig.rl``) with this run's sizes."""
     values = dict(
         max_turns=cfg.max_turns,
@@ -136,7 +136,7 @@ def make_agent_rollout(tools, agent_cfg=None, fast: bool = True):
     """
 
     def rollout(model, tokenizer, rows: Sequence[dict], cfg: IGPOConfig, llm=None) -> list[Episode]:
-        acfg = agent_cfg or agent_config(cfg)
+        acfg = agent_cfg or rl_agent_config(cfg)
         if isinstance(llm, VLLMServer):
             backend = llm.backend(tokenizer)
         elif llm is not None:
