@@ -350,3 +350,37 @@ def test_the_story_rows_show_intervals_and_the_headline_slice():
         ("RL (IGPO) vs SFT", "hard/heldout (n = 285)", "+0.020 [-0.010, +0.050]", "0.291", "14 / 8"),
     ]
     assert book.story_rows({"models": [], "comparisons": []}) == ("all", {"models": [], "comparisons": []})
+
+
+def test_library_warnings_progress_bars_and_long_tables_do_not_clutter_a_page():
+    """Issue 23: twenty "Writing model shards" lines, library FutureWarnings and a 100-row step table buried the
+    lesson.  Warnings go, progress bars are folded into one line per cell, long tables are folded."""
+    from nbformat.v4 import new_output
+
+    warning = (
+        "/x/site-packages/transformers/training_args.py:1541: FutureWarning: `gradient_checkpointing` is deprecated\n"
+        '  warnings.warn(f"{old} is deprecated", FutureWarning)\n'
+    )
+    rows = "".join(f"<tr><td>{k}</td></tr>" for k in range(100))
+    cell = new_code_cell("train()")
+    cell.outputs = [
+        new_output("stream", name="stderr", text=warning),
+        *[
+            new_output("display_data", data={"text/plain": "Writing model shards: 100%|##########| 1/1 [00:00<00:00]"})
+            for _ in range(20)
+        ],
+        new_output("stream", name="stdout", text="[resume] no checkpoint: training from the start\n"),
+        new_output(
+            "execute_result", data={"text/html": f"<table><thead><tr><th>step</th></tr></thead>{rows}</table>"}
+        ),
+        new_output("execute_result", data={"text/html": "<table><tr><td>short</td></tr></table>"}),
+    ]
+    nb, info = book.tidy_notebook(new_notebook(cells=[cell]), secrets=[], rewrites=[], stages=set())
+    outputs = nb.cells[0].outputs
+    texts = [o.get("text") or o["data"].get("text/html") or o["data"].get("text/plain") for o in outputs]
+    assert not any("FutureWarning" in t for t in texts)
+    assert texts[0].startswith("<details><summary>20 progress bars</summary>")
+    assert texts[1] == "[resume] no checkpoint: training from the start\n"
+    assert texts[2].startswith("<details><summary>a table of 100 rows")
+    assert texts[3] == "<table><tr><td>short</td></tr></table>" and len(texts) == 4
+    assert info["decluttered"] == 22

@@ -287,7 +287,7 @@ def _widget_text(view: dict, state: dict) -> str | None:
 def tidy_notebook(nb, *, secrets: list[str], rewrites: list[tuple[str, str]], stages: set[str]) -> tuple[Any, dict]:
     """A copy of an executed notebook ready for a reader (see the module docstring); returns it with counts."""
     nb = copy.deepcopy(nb)
-    info = {"failed": False, "images": 0, "removed_outputs": 0, "widgets": 0}
+    info = {"failed": False, "images": 0, "removed_outputs": 0, "widgets": 0, "decluttered": 0}
     papermill = nb.metadata.get("papermill", {}) or {}
     info["failed"] = bool(papermill.get("exception"))
     widget_state = (nb.metadata.get("widgets", {}) or {}).get(WIDGET_STATE, {})
@@ -316,7 +316,7 @@ def tidy_notebook(nb, *, secrets: list[str], rewrites: list[tuple[str, str]], st
         if cell.cell_type == "markdown":
             cell.source = re.sub(r"(\]\(\s*)(?:[^)\s]*/)?(\d\d_[a-z0-9_]+)\.ipynb", link_pages, cell.source)
         if cell.cell_type == "code":
-            outputs = []
+            outputs, progress = [], []
             for output in cell.get("outputs", []):
                 data = output.get("data", {})
                 if WIDGET_VIEW in data:
@@ -331,17 +331,77 @@ def tidy_notebook(nb, *, secrets: list[str], rewrites: list[tuple[str, str]], st
                 if output.get("output_type") == "error":
                     info["failed"] = True
                 _map_output_text(output, clean)
+                output = _declutter(output, info, progress)
+                if output is None:
+                    continue
                 if find_keys(_output_text(output)):
                     info["removed_outputs"] += 1
                     outputs.append({"output_type": "stream", "name": "stderr", "text": REMOVED_NOTICE})
                     continue
                 outputs.append(output)
+            if progress:
+                outputs.insert(0, _folded_progress(progress))
             cell.outputs = outputs
         cells.append(cell)
     nb.cells = cells
     nb.metadata.pop("papermill", None)
     nb.metadata.pop("widgets", None)
     return nb, info
+
+
+#: a library warning on stderr (``.../x.py:12: FutureWarning: ...``) and the source line Python prints after it
+_WARNING_RE = re.compile(r"^\S+\.py:\d+: \w*Warning: .*$|^\s+warnings\.warn\(.*$|^\s+warn\(.*$")
+#: a progress bar's line (tqdm: ``Writing model shards:  40%|####      | 2/5 [00:01<00:01]``)
+_PROGRESS_RE = re.compile(r"^[^\n|]{0,80}\d+%\|[^\n]*\|[^\n]*$")
+#: a table longer than this many rows is shown folded (the reader opens it)
+MAX_TABLE_ROWS = 25
+
+
+def _declutter(output: dict, info: dict, progress: list[str]) -> dict | None:
+    """What a reader needs of one output: library warnings left out, progress bars moved to ``progress`` (the cell
+    shows them folded: :func:`_folded_progress`), None when nothing else is there; a table longer than
+    :data:`MAX_TABLE_ROWS` rows folded into a ``<details>``.  The executed notebook in the run folder keeps
+    everything."""
+    if output.get("output_type") == "stream":
+        lines = str(output.get("text", "")).replace("\r", "\n").split("\n")
+        progress += [line.strip() for line in lines if _PROGRESS_RE.match(line.strip())]
+        kept = [line for line in lines if not (_WARNING_RE.match(line) or _PROGRESS_RE.match(line.strip()))]
+        if len(kept) != len(lines):
+            info["decluttered"] += 1
+        if not "".join(kept).strip():
+            return None
+        output["text"] = "\n".join(kept)
+        return output
+    data = output.get("data", {})
+    plain = str(data.get("text/plain", ""))
+    if (
+        set(data) == {"text/plain"}
+        and plain.strip()
+        and all(_PROGRESS_RE.match(x.strip()) for x in plain.splitlines() if x.strip())
+    ):
+        progress += [x.strip() for x in plain.splitlines() if x.strip()]
+        info["decluttered"] += 1
+        return None
+    table = data.get("text/html")
+    if isinstance(table, str) and "<table" in table:
+        rows = table.count("<tr") - table.count("<thead") if "<thead" in table else table.count("<tr")
+        if rows > MAX_TABLE_ROWS:
+            data["text/html"] = (
+                f"<details><summary>a table of {rows} rows (open to read it)</summary>{table}</details>"
+            )
+            info["decluttered"] += 1
+    return output
+
+
+def _folded_progress(progress: list[str]) -> dict:
+    """A cell's progress bars as one folded output (their last states, in order)."""
+    shown = "\n".join(html.escape(line) for line in progress)
+    summary = f"{len(progress)} progress bar{'s' if len(progress) != 1 else ''}"
+    return {
+        "output_type": "display_data",
+        "metadata": {},
+        "data": {"text/html": f"<details><summary>{summary}</summary><pre>{shown}</pre></details>"},
+    }
 
 
 # --- rendering ----------------------------------------------------------------------------------------------
@@ -352,6 +412,7 @@ _CSS = """
 .book-nav a { text-decoration: none; } .book-nav a:hover { text-decoration: underline; }
 .book-nav .book-here { font-weight: 600; flex: 1; }
 .book-failed { color: #b00020; font-weight: 600; }
+.jp-RenderedHTMLCommon table { display: block; max-width: 100%; overflow-x: auto; }
 """
 
 _PAGE_TEMPLATE = """{%- extends 'lab/index.html.j2' -%}
