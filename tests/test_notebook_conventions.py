@@ -61,3 +61,69 @@ def test_profile_keys_are_commented(profile):
         if not stripped or stripped.startswith("#") or stripped.endswith(":"):
             continue  # blank, comment, or a section header
         assert "#" in line, f"{profile.name}:{lineno} has no comment: {line!r}"
+
+
+#: schema fields whose default is not DR-Venus's value, and why (the README's rule: the config classes hold DR-Venus's
+#: values as their defaults)
+NOT_DR_VENUS = {"vllm_tensor_parallel_size": "must divide the run's processes; DR-Venus's 4 needs 4 GPUs per engine"}
+
+
+def _schema_views():
+    """(stage, config class) pairs: the notebooks whose training settings are a config class's fields."""
+    from venus_utils.paths import RL_STAGE, SFT_STAGE
+    from venus_utils.rl.config import IGPOConfig
+    from venus_utils.sft.config import SFTConfig
+
+    return [(SFT_STAGE, SFTConfig), (RL_STAGE, IGPOConfig)]
+
+
+def _accepts(annotation, value) -> bool:
+    import types
+    import typing
+
+    options = typing.get_args(annotation) if typing.get_origin(annotation) in (typing.Union, types.UnionType) else ()
+    for option in options or (annotation,):
+        if option is type(None) and value is None:
+            return True
+        if option is float and isinstance(value, int) and not isinstance(value, bool):
+            return True
+        if isinstance(option, type) and isinstance(value, option) and (option is bool or not isinstance(value, bool)):
+            return True
+        if typing.get_origin(option) is typing.Literal and value in typing.get_args(option):
+            return True
+    return False
+
+
+@pytest.mark.parametrize("stage,config", _schema_views(), ids=lambda x: getattr(x, "__name__", x))
+def test_the_parameters_cell_agrees_with_the_stage_schema(stage, config):
+    """Issue 23: a notebook parameter that is a field of the stage's config class has the field's type, and where its
+    comment states DR-Venus's value, that is the schema's default (DR-Venus's, by the README's rule); a test, so the
+    two views of a setting never drift."""
+    import ast
+    import dataclasses
+    import typing
+
+    from venus_utils.paths import NOTEBOOKS_DIR
+
+    path = NOTEBOOKS_DIR / f"{stage}.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
+    comments = dict(re.findall(r"^(\w+) = [^#\n]*#([^\n]*)$", cell.source, re.M))
+    fields = {f.name: f for f in dataclasses.fields(config)}
+    hints = typing.get_type_hints(config)
+    words = {"on": True, "off": False}
+    checked = 0
+    for name, value in notebook_defaults(path).items():
+        if name not in fields:
+            continue
+        assert _accepts(hints[name], value), f"{path.name}: {name} = {value!r} is not a {hints[name]}"
+        stated = re.search(r"DR-Venus: ([-+0-9.e]+|True|False|on|off|\"[^\"]+\")\s*[),;]", comments.get(name, ""))
+        if stated and name not in NOT_DR_VENUS:
+            text = stated.group(1)
+            dr_venus = words[text] if text in words else ast.literal_eval(text)
+            assert dr_venus == fields[name].default, (
+                f"{path.name}: {name}'s comment says DR-Venus uses {dr_venus!r}, {config.__name__} defaults to "
+                f"{fields[name].default!r}"
+            )
+            checked += 1
+    assert checked >= 5
