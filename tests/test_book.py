@@ -384,3 +384,25 @@ def test_library_warnings_progress_bars_and_long_tables_do_not_clutter_a_page():
     assert texts[2].startswith("<details><summary>a table of 100 rows")
     assert texts[3] == "<table><tr><td>short</td></tr></table>" and len(texts) == 4
     assert info["decluttered"] == 22
+
+
+def test_a_run_without_a_hard_tier_still_shows_its_paired_comparison():
+    pair = {
+        "n": 3,
+        "difference": 0.0,
+        "diff_ci_low": -0.5,
+        "diff_ci_high": 0.5,
+        "mcnemar_p": 1.0,
+        "fixed": 0,
+        "broken": 0,
+        "verdict": "noise",
+    }
+    head = {"slice": "all", "accuracy": 0.0, "ci_low": 0.0, "ci_high": 0.56, "n": 3}
+    story = {
+        "models": [{"model": "SFT", "accuracy": 0.0, "ci_low": 0.0, "ci_high": 0.56, "n": 3, "headline": head}],
+        "comparisons": [{"baseline": "SFT", "model": "RL (IGPO)", **pair, "headline": {**pair, "slice": "all"}}],
+    }
+    headline, rows = book.story_rows(story)
+    assert headline == "all" and [(r["pair"], r["slice"]) for r in rows["comparisons"]] == [
+        ("RL (IGPO) vs SFT", "all (n = 3)")
+    ]

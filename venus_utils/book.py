@@ -47,7 +47,17 @@ from dotenv import dotenv_values
 from . import env as _env
 from .eval.heldout import run_story
 from .io import atomic_dir, atomic_write, read_json
-from .paths import EVALUATION_STAGE, NOTEBOOKS_DIR, REPO_ROOT, RL_STAGE, SFT_STAGE
+from .paths import (
+    CLEANING_STAGE,
+    DEMO_STAGE,
+    EVALUATION_STAGE,
+    NOTEBOOKS_DIR,
+    REPO_ROOT,
+    RESAMPLING_STAGE,
+    RL_STAGE,
+    SETUP_STAGE,
+    SFT_STAGE,
+)
 from .profiles import STAGE_RE, discover_notebooks
 from .stage import SUMMARY, resolve_run_dir
 
@@ -628,6 +638,7 @@ never trained on).{% endif %}</p>
 {%- for section in sections %}
 <h2 id="{{ section.stage }}"><a href="{{ section.file }}">{{ section.title }}</a>
 {%- if section.failed %} <span class="failed">(failed)</span>{% endif %}</h2>
+{%- if section.lead %}<p>{{ section.lead }}</p>{% endif %}
 {%- if section.figure %}
 <figure><img src="{{ section.figure }}" alt="{{ section.figure_caption }}" style="max-width:100%">
 <figcaption class="meta">{{ section.figure_caption }}</figcaption></figure>
@@ -651,6 +662,30 @@ never trained on).{% endif %}</p>
 """
 
 
+def _lead(stage: str, summary: dict[str, Any]) -> str | None:
+    """One sentence of a stage's result, from its ``summary.json`` (None when the stage has no such figures)."""
+    get = summary.get
+    try:
+        if stage == SETUP_STAGE and isinstance(get("world"), dict):
+            counts = get("world")["counts"]
+            return f"{counts['pages']} pages and {sum(counts['questions'].values())} questions in the offline world"
+        if stage == CLEANING_STAGE and get("rows_source") is not None:
+            drops = ", ".join(f"{k} {v}" for k, v in (get("drop_reasons") or {}).items()) or "none"
+            return f"{get('rows_kept')} of {get('rows_source')} raw trajectories kept (dropped: {drops})"
+        if stage == RESAMPLING_STAGE and get("rows_train") is not None:
+            rows = f"{get('rows_train')} training rows ({get('rows_val')} for validation)"
+            return f"{get('rows_in')} trajectories resampled into {rows}"
+        if stage == EVALUATION_STAGE and get("pass_at_k"):
+            passes = ", ".join(f"pass@{k} {v:.3f}" for k, v in get("pass_at_k").items())
+            return f"{get('n_questions')} questions x {get('samples_per_question')} samples: {passes}"
+        if stage == DEMO_STAGE and get("termination"):
+            ended = f"{get('termination')} after {get('turns')} turns"
+            return f"the demo question ended in {ended}, answer {get('prediction')!r}"
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+    return None
+
+
 def _interval(accuracy: float, low: float, high: float, n: int) -> str:
     return f"{accuracy:.3f} [{low:.3f}, {high:.3f}] (n = {n})"
 
@@ -669,9 +704,8 @@ def story_rows(story: dict[str, list[dict[str, Any]]]) -> tuple[str, dict[str, l
     ]
     comparisons = []
     for c in story["comparisons"]:
-        for name, figures in (("all", c), (headline, c.get("headline"))):
-            if not figures or (name == headline and headline == "all"):
-                continue
+        slices = [("all", c)] + ([(headline, c["headline"])] if headline != "all" and c.get("headline") else [])
+        for name, figures in slices:
             comparisons.append(
                 {
                     "pair": f"{c['model']} vs {c['baseline']}",
@@ -727,6 +761,7 @@ def render_index(
         figure, caption = KEY_FIGURES.get(page.stage, (None, ""))
         sections.append(
             {
+                "lead": clean(_lead(page.stage, summary) or ""),
                 "figure": _figure_uri(page.notebook.parent / figure) if figure else None,
                 "figure_caption": caption,
                 "stage": page.stage,
