@@ -20,6 +20,7 @@ from .conftest import run_cli
 pytestmark = pytest.mark.slow
 
 LOSS_RTOL = 1e-4
+IG_ATOL = 1e-5  # a few float32 roundings of log-probabilities of ~5 nats; a wrong gain is off by ~1e-3
 SFT_WEIGHT_ATOL = 1e-5
 RL_WEIGHT_ATOL = 2e-5
 SFT_SETS = [
@@ -144,8 +145,11 @@ def test_rl_two_processes_match_one_and_checkpoint_resumes_in_one(micro_run, tmp
     one, two = (json.loads((tmp_path / d / "result.json").read_text()) for d in ("one", "two"))
     assert (one["processes"], two["processes"]) == (1, 2) and len(one["loss"]) == 3
     assert one["moved"] > 100 * RL_WEIGHT_ATOL  # the policy changed, so equal weights mean equal updates
-    for key in ("loss", "adv_abs_mean", "ig_mean"):
+    for key in ("loss", "adv_abs_mean"):
         assert two[key] == pytest.approx(one[key], rel=LOSS_RTOL), key
+    # the information gain is a difference of float32 log-probabilities of ~5 nats, scored in other batches under two
+    # processes: equal up to their rounding (6e-7 apart on an AMD EPYC machine, a relative 1.2e-4 of a gain near 0)
+    assert two["ig_mean"] == pytest.approx(one["ig_mean"], abs=IG_ATOL)
     w1, w2, w3 = (torch.load(tmp_path / d / "weights.pt") for d in ("one", "two", "resumed"))
     for k in w1:
         assert torch.allclose(w1[k], w2[k], atol=RL_WEIGHT_ATOL), k
