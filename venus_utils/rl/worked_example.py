@@ -55,7 +55,8 @@ def own_group(model, tokenizer, tools, rows: Sequence[dict], cfg: IGPOConfig, ju
     """A group of ``cfg.num_generations`` rollouts of one RL question by the current policy (sampled with ``cfg``'s
     settings, the torch generator seeded with ``cfg.seed``), judged, information gain and format errors filled in as
     the trainer fills them.  The first ``candidates`` rows are rolled out in one batch and the most instructive group
-    is kept: the one whose judge scores differ most (an outcome signal), then the one with most scored turns."""
+    is kept: the one whose judge scores differ most (an outcome signal), then the one with most scored turns.  A
+    rollout whose generation failed (no tokens) is left out, as the trainer leaves it out of the statistics."""
     import torch
 
     if not rows:
@@ -81,7 +82,11 @@ def own_group(model, tokenizer, tools, rows: Sequence[dict], cfg: IGPOConfig, ju
         scored_turns = sum(g is not None for ep in group for g in ep.info_gain)
         return (len(set(scores)) > 1, scored_turns)
 
-    return max(groups, key=instructive)  # max keeps the first of equals
+    chosen = max(groups, key=instructive)  # max keeps the first of equals
+    finished = [ep for ep in chosen if ep.num_turns and ep.completion_ids]  # a failed generation: no tokens to train
+    if not finished:
+        raise RuntimeError("every rollout of the worked example failed to generate (see the agent's error above)")
+    return finished
 
 
 def turn_table(ep, ig_all, ig_filtered) -> pd.DataFrame:
