@@ -394,7 +394,7 @@ def _declutter(output: dict, info: dict, progress: list[str]) -> dict | None:
         return None
     table = data.get("text/html")
     if isinstance(table, str) and "<table" in table:
-        rows = table.count("<tr") - table.count("<thead") if "<thead" in table else table.count("<tr")
+        rows = table.count("<tr") - table.count("<thead")  # the header row is no row of the table
         if rows > MAX_TABLE_ROWS:
             data["text/html"] = (
                 f"<details><summary>a table of {rows} rows (open to read it)</summary>{table}</details>"
