@@ -140,10 +140,13 @@ def test_the_package_has_no_import_cycle():
 
 def package_graph(graph: dict[str, dict[str, list[str]]]) -> dict[str, dict[str, list[str]]]:
     """The module graph folded onto the package's parts: a subpackage (``venus_utils.agent``) or a top-level module
-    (``venus_utils.protocol``) is one node; imports inside a part are dropped."""
+    (``venus_utils.protocol``) is one node; imports inside a part are dropped.  A subpackage's ``__main__`` (its
+    command line, ``python -m venus_utils.rl``) is a node of its own: a program that uses the library from above,
+    which no module imports, so it may import what sits above its package (the settings schemas,
+    :mod:`venus_utils.cli`)."""
 
     def part(module: str) -> str:
-        return ".".join(module.split(".")[:2])
+        return module if module.endswith(".__main__") else ".".join(module.split(".")[:2])
 
     folded: dict[str, dict[str, list[str]]] = {}
     for a, targets in graph.items():
@@ -341,3 +344,16 @@ def test_stage_names_are_spelled_in_one_place():
                 if found and node.value[found.end() :][:1] in ("", "/"):
                     spelled.append(f"{path.relative_to(ROOT.parent)}:{node.lineno}: {node.value!r}")
     assert not spelled, "stage names outside venus_utils/paths.py:\n" + "\n".join(spelled)
+
+
+def test_no_module_imports_a_command_line():
+    """A ``__main__`` is folded into no package (:func:`package_graph`) because it is a program at the top: no module
+    of the package imports one."""
+    graph = import_graph()
+    found = [
+        f"{a} -> {b} ({', '.join(where)})"
+        for a, t in graph.items()
+        for b, where in t.items()
+        if b.endswith("__main__")
+    ]
+    assert not found, "\n".join(found)

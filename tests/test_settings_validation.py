@@ -155,7 +155,8 @@ def test_check_mode_reports_a_bad_profile_and_runs_nothing(tmp_path, no_kernel, 
 def test_every_notebook_parameter_has_a_check():
     """Each parameter of each notebook is checked by a config class the stage builds or by ``PARAMETERS``; a new
     parameter without a check fails here, not an hour into a run."""
-    from venus_utils.profiles import RESERVED, checked_keys, discover_notebooks, notebook_defaults
+    from venus_utils.profiles import RESERVED, discover_notebooks, notebook_defaults
+    from venus_utils.schemas import checked_keys
 
     for nb in discover_notebooks():
         unchecked = sorted(set(notebook_defaults(nb)) - RESERVED - checked_keys(nb.stem))

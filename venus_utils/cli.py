@@ -11,8 +11,7 @@ Python programs, so any launcher runs them unchanged::
     torchrun --nproc_per_node 8 -m venus_utils.sft train --params params/paper.yaml           # the same with torchrun
 
 Every process runs the whole script; the main process (``RANK`` 0) alone writes the stage's shared files
-(:mod:`venus_utils.distributed`).  :func:`parse_shard` reads the ``I/N`` shard arguments of the cleaner and the
-evaluation.
+(:mod:`venus_utils.distributed`).
 
 An argument that cannot be used (``--params`` naming a folder or a UTF-16 file, ``--out`` naming a file, a ``--set``
 value that is not YAML) is one line naming it (:class:`UsageError`) and exit code 2, never a traceback.
@@ -34,9 +33,7 @@ from .profiles import (
     DuplicateKeyError,
     Profile,
     ProfileFileError,
-    check_settings,
     check_shared_keys,
-    check_stage_values,
     check_values,
     discover_notebooks,
     load_profile,
@@ -45,6 +42,7 @@ from .profiles import (
     notebook_params,
     yaml_problem,
 )
+from .schemas import check_settings, check_stage_values
 from .stage import StageMissing, resolve_run_dir
 
 
@@ -72,20 +70,6 @@ def folder_argument(option: str, value: str | Path, resolve: Callable[[str | Pat
                 raise UsageError(f"{option} {value}: {problem}")
             break
     return path
-
-
-def parse_shard(shard: str | tuple[int, int], name: str = "shard") -> tuple[int, int]:
-    """``"1/4"`` or ``(1, 4)`` -> ``(1, 4)``, checked (the cleaner's ``--shard``, the evaluation's shards);
-    ``name`` is what an error calls it."""
-    if isinstance(shard, str):
-        i, sep, n = shard.partition("/")
-        if not (sep and i.strip().isdigit() and n.strip().isdigit()):
-            raise ValueError(f"{name} {shard!r}: expected I/N with 0 <= I < N, e.g. 0/4")
-        shard = (int(i), int(n))
-    i, n = shard
-    if not 0 <= i < n:
-        raise ValueError(f"{name} {i}/{n}: expected I/N with 0 <= I < N, e.g. 0/4")
-    return int(i), int(n)
 
 
 def parse_sets(items: list[str] | None) -> dict[str, Any]:

@@ -7,7 +7,7 @@ parameters of its profile section (see :mod:`venus_utils.profiles`) plus ``run_d
 ``profile``.  The run stops at the first failing notebook, naming the notebook and the cell.  With
 ``--resume`` a stage is skipped when its ``summary.json`` is newer than the notebook, the profile file and
 every earlier stage's summary, and its parameters are unchanged.  Every value of every section is checked before
-the first notebook starts (:func:`venus_utils.profiles.check_profile`); ``--check`` does only that.
+the first notebook starts (:func:`venus_utils.schemas.check_profile`); ``--check`` does only that.
 
 A run holds its run folder and the folders of the stages it runs (:mod:`venus_utils.locks`) before it deletes
 anything: a second pipeline on the same folder, or a stage it runs started by hand meanwhile, is refused at once with
@@ -35,11 +35,11 @@ from .paths import NOTEBOOKS_DIR
 from .profiles import (
     ConfigError,
     Profile,
-    check_profile,
     discover_notebooks,
     load_profile,
     notebook_defaults,
 )
+from .schemas import check_profile
 from .stage import SUMMARY, resolve_run_dir
 
 PARAMS_RECORD = ".params.json"

@@ -15,49 +15,34 @@ environment or a ``.env`` file (see :mod:`venus_utils.env`), never from paramete
 in executed notebooks.
 
 Every value of every section, and every shared key, is checked before the first notebook starts
-(:func:`check_profile`, ``python -m venus_utils.pipeline --params ... --check``): its type (like the notebook's
-default), finite numbers, ranges, allowed words and nested keys (:data:`PARAMETERS`, and the configs the stages build,
-:data:`STAGE_CONFIGS`), each message naming the file, the section and the key.  A key set twice in the file is refused
-(:class:`UniqueKeyLoader`), naming both lines.
+(:func:`venus_utils.schemas.check_profile`, ``python -m venus_utils.pipeline --params ... --check``) against the
+stages' schemas (:mod:`venus_utils.schemas`), each message naming the file, the section and the key.  A key set twice
+in the file is refused (:class:`UniqueKeyLoader`), naming both lines.
+
+This module knows no stage: the stages import it (:class:`ConfigError`, :func:`settings_record`), and
+:mod:`venus_utils.schemas`, above the stages, holds what each stage's settings may be.
 
 A notebook run by hand takes a profile too: with ``profile = "cpu"`` in its parameters cell, the cell after the
-install cell, ``apply_profile(globals(), "<stage>")``, sets what the pipeline would inject (see :func:`apply_profile`).
+install cell, ``apply_profile(globals(), "<stage>")``, sets what the pipeline would inject (see
+:func:`venus_utils.schemas.apply_profile`).
 """
 
 from __future__ import annotations
 
 import ast
 import difflib
-import importlib
 import re
-from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from .paths import (
-    CLEANING_STAGE,
-    DEMO_STAGE,
-    EVALUATION_STAGE,
     NOTEBOOKS_DIR,
     PARAMS_DIR,
-    RESAMPLING_STAGE,
-    RL_STAGE,
-    SETUP_STAGE,
-    SFT_STAGE,
 )
-from .protocol import SYSTEM_PROMPT_STYLES
 from .validation import (
-    AT_LEAST_1,
-    DEVICES,
-    NON_NEGATIVE,
-    POSITIVE,
-    PROPER_FRACTION,
-    SEED,
-    Range,
-    Setting,
     check_like_default,
 )
 
@@ -286,286 +271,6 @@ def check_shared_keys(profile: Profile, defaults_by_stage: dict[str, dict[str, A
         )
 
 
-# --- every value checked before any kernel starts ------------------------------------------------------------------
-
-
-def _attr(module: str, name: str) -> Any:
-    """``module.name``, imported when a stage's values are checked rather than with this module: the stage modules
-    load the stage's libraries (torch, pyarrow, transformers...) and some import this module back (``rl.questions``,
-    ``eval.heldout``)."""
-    return getattr(importlib.import_module(module), name)
-
-
-def _lazy(module: str, name: str) -> Callable[[], Any]:
-    return lambda: _attr(module, name)
-
-
-_FLAG = Setting(bool)
-_COUNT = Setting(int, NON_NEGATIVE)
-_AT_LEAST_ONE = Setting(int, AT_LEAST_1)
-_PATH = Setting(str | None)  # a file, folder or hub name; None: the stage's default (see PATH_KEYS)
-_JUDGE = Setting(str, choices=_lazy("venus_utils.eval.judge", "KINDS"))  # what Judge.from_env takes
-
-#: The notebook parameters that no config class holds, by stage ("*": in whichever notebook declares them): type,
-#: range and choices, each list read from the module that uses it.  A parameter that a config class holds is checked
-#: by building that class (:data:`STAGE_CONFIGS`); ``tests/test_settings_validation.py`` checks that every parameter
-#: of every notebook is one or the other.
-PARAMETERS: dict[str, dict[str, Setting]] = {
-    "*": {
-        "seed": Setting(int, SEED),
-        "offline": _FLAG,
-        "device": Setting(str, choices=DEVICES),
-        "system_prompt_style": Setting(str, choices=SYSTEM_PROMPT_STYLES),
-        "heldout_n": _COUNT,
-        "interactive": _FLAG,
-    },
-    SETUP_STAGE: {
-        "world_size": Setting(str, choices=_lazy("venus_utils.world.graph", "SIZES")),
-        "build_assets": _FLAG,
-        "world_knobs": Setting(dict),  # its keys and values: WorldConfig (STAGE_CONFIGS)
-        "tiny_model_size": Setting(str, choices=_lazy("venus_utils.modeling.model", "SIZES")),
-        "tokenizer_vocab_size": Setting(int, lambda: Range(_attr("venus_utils.modeling.tokenizer", "MIN_VOCAB_SIZE"))),
-    },
-    CLEANING_STAGE: {  # and CleanConfig (STAGE_CONFIGS)
-        "input": _PATH,
-        "file_pattern": Setting(str),
-        "current_date": Setting(str | None),
-        "compat": Setting(str, choices=_lazy("venus_utils.data.rules", "MODES")),
-        "compare_reference": _FLAG,
-        "judge": Setting(str),
-        "tokenizer": _PATH,
-        "max_tokens": Setting(int | None, AT_LEAST_1),
-        "workers": _COUNT,
-        "example_rows": _AT_LEAST_ONE,
-    },
-    RESAMPLING_STAGE: {  # and ResamplePolicy (STAGE_CONFIGS)
-        "short_max_turns": _COUNT,
-        "medium_max_turns": _COUNT,
-        "short_multiplier": _COUNT,
-        "medium_multiplier": _COUNT,
-        "long_multiplier": _COUNT,
-        "val_fraction": Setting(float, PROPER_FRACTION),
-        "shuffle": _FLAG,
-        "what_if_short": Setting(list, NON_NEGATIVE),
-        "what_if_medium": Setting(list, NON_NEGATIVE),
-        "what_if_long": Setting(list, NON_NEGATIVE),
-    },
-    SFT_STAGE: {  # the training settings: SFTConfig (STAGE_CONFIGS)
-        "base_model": _PATH,
-        "val_rows_limit": Setting(int | None, NON_NEGATIVE),
-        "heldout_n_before": _COUNT,
-        "judge_kind": _JUDGE,
-        "eval_max_turns": _AT_LEAST_ONE,
-        "eval_max_new_tokens": _AT_LEAST_ONE,
-        "curve_checkpoints": _COUNT,
-        "curve_rows": _COUNT,
-        "export_gguf": _FLAG,
-        "num_processes": _AT_LEAST_ONE,
-    },
-    RL_STAGE: {  # the training settings: IGPOConfig (STAGE_CONFIGS)
-        "max_time_minutes": Setting(float | None, POSITIVE),
-        "train_questions": Setting(int | None, AT_LEAST_1),
-        "filter_samples": Setting(int | None, NON_NEGATIVE),
-        "judge": _JUDGE,
-        "train_qa": _PATH,
-        "heldout_qa": _PATH,
-        "example_questions": _AT_LEAST_ONE,
-        "example_rollout": Setting(str | None),
-        "example_max_tokens": _AT_LEAST_ONE,
-    },
-    EVALUATION_STAGE: {  # and AgentConfig (STAGE_CONFIGS)
-        "qa_file": _PATH,
-        "benchmark": Setting(str | None, choices=_lazy("venus_utils.questions", "BENCHMARK_LOADERS")),
-        "questions_per_source": Setting(int | None, AT_LEAST_1),
-        "samples": _AT_LEAST_ONE,
-        "model": Setting(str),
-        "max_turns": _AT_LEAST_ONE,
-        "tokens_per_turn": _AT_LEAST_ONE,
-        "temperature": Setting(float, NON_NEGATIVE),
-        "workers": _AT_LEAST_ONE,
-        "judge_kind": _JUDGE,
-    },
-    DEMO_STAGE: {  # and DemoSettings (STAGE_CONFIGS)
-        "question": Setting(str | None),
-        "model": Setting(str),
-        "max_turns": Setting(int, lambda: Range(1, _attr("venus_utils.demo.runs", "MAX_STEPS_LIMIT"))),
-        "tokens_per_turn": Setting(int, lambda: Range(*_attr("venus_utils.demo.runs", "MAX_NEW_TOKENS_RANGE"))),
-        "replay": Setting(str | None),
-        "replay_steps": Setting(int | None, NON_NEGATIVE),
-    },
-}
-
-
-@dataclass(frozen=True)
-class StageConfig:
-    """A config that a stage builds from its parameters: ``build(params)`` builds it the same way (what the stage finds
-    only at run time, such as its input folder, is a stand-in), so that it refuses here what it would refuse an hour
-    into the run; ``keys()`` are the parameters it takes."""
-
-    build: Callable[[dict[str, Any]], Any]
-    keys: Callable[[], set[str]]
-    label: str = ""  # what its messages start with, e.g. "world_knobs: "
-
-
-def _fields_of(module: str, name: str) -> Callable[[], set[str]]:
-    return lambda: {f.name for f in fields(_attr(module, name))}
-
-
-def _build_fields(module: str, name: str) -> Callable[[dict[str, Any]], Any]:
-    """``Cls(**the parameters named like its fields)``: what notebooks 03 and 04 do (``SFTConfig.from_params``,
-    ``IGPOConfig.from_dict``)."""
-
-    def build(params: dict[str, Any]) -> Any:
-        cls = _attr(module, name)
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in params.items() if k in names})
-
-    return build
-
-
-def _mapped(module: str, name: str, keys: dict[str, str], **fixed: Any) -> StageConfig:
-    """A config built with ``keys`` (parameter -> field) and ``fixed`` fields."""
-
-    def build(params: dict[str, Any]) -> Any:
-        return _attr(module, name)(**fixed, **{to: params[key] for key, to in keys.items() if key in params})
-
-    return StageConfig(build, lambda: set(keys))
-
-
-def _demo(params: dict[str, Any]) -> None:
-    """Notebook 06's ``default_settings(...).validated()`` (``model`` auto looks for the run's models: none yet)."""
-    _attr("venus_utils.demo.runs", "default_settings")(
-        params.get("run_dir") or DEFAULT_RUN_DIR,
-        model=params.get("model", "auto"),
-        offline=params.get("offline", True),
-        max_steps=params.get("max_turns"),
-        max_new_tokens=params.get("tokens_per_turn"),
-        device=params.get("device", "cpu"),
-        system_prompt_style=params.get("system_prompt_style", "auto"),
-    ).validated()
-
-
-_CLEAN_KEYS = (
-    "file_pattern",
-    "current_date",
-    "system_prompt_style",
-    "compat",
-    "judge",
-    "max_tokens",
-    "seed",
-    "workers",
-)
-_RESAMPLE_KEYS = ("short_max_turns", "medium_max_turns", "short_multiplier", "medium_multiplier", "long_multiplier")
-
-#: The configs each stage builds from its parameters (see :class:`StageConfig`).
-STAGE_CONFIGS: dict[str, list[StageConfig]] = {
-    SETUP_STAGE: [
-        StageConfig(
-            lambda p: _attr("venus_utils.world.build", "WorldConfig").from_knobs(
-                p.get("world_knobs") or {}, seed=p.get("seed", 0), size=p.get("world_size", "small")
-            ),
-            lambda: {"world_knobs"},
-            label="world_knobs: ",
-        )
-    ],
-    CLEANING_STAGE: [
-        # the input folder and the tokenizer default to 00_setup's outputs, found at run time (input=None,
-        # tokenizer=None): stand-ins here
-        StageConfig(
-            lambda p: _attr("venus_utils.data.clean_core", "CleanConfig")(
-                input=p.get("input") or "<00_setup/world/trajectories>",
-                output_dir="<stage folder>",
-                tokenizer=p.get("tokenizer") or "<00_setup/tiny_model>",
-                **{k: p[k] for k in _CLEAN_KEYS if k in p},
-            ),
-            lambda: set(_CLEAN_KEYS),
-        )
-    ],
-    RESAMPLING_STAGE: [
-        _mapped("venus_utils.data.resample", "ResamplePolicy", {k: k for k in _RESAMPLE_KEYS}),
-    ],
-    SFT_STAGE: [
-        StageConfig(
-            _build_fields("venus_utils.sft.config", "SFTConfig"), _fields_of("venus_utils.sft.config", "SFTConfig")
-        )
-    ],
-    RL_STAGE: [
-        StageConfig(
-            _build_fields("venus_utils.rl.config", "IGPOConfig"), _fields_of("venus_utils.rl.config", "IGPOConfig")
-        )
-    ],
-    EVALUATION_STAGE: [
-        _mapped(
-            "venus_utils.agent.loop",
-            "AgentConfig",
-            {
-                "max_turns": "max_turns",
-                "tokens_per_turn": "max_new_tokens",
-                "temperature": "temperature",
-                "system_prompt_style": "system_prompt_style",
-            },
-        )
-    ],
-    DEMO_STAGE: [StageConfig(_demo, lambda: {"model", "max_turns", "tokens_per_turn"}, label="model: ")],
-}
-
-#: Parameters that name a model, file or folder; an absolute or home-relative one must exist.
-PATH_KEYS = ("base_model", "input", "tokenizer", "train_qa", "heldout_qa", "qa_file", "model")
-
-
-def checked_keys(stage: str) -> set[str]:
-    """The parameters of ``stage`` that :func:`check_stage_values` checks beyond their type: those of
-    :data:`PARAMETERS` and those the stage's configs take (:data:`STAGE_CONFIGS`)."""
-    keys = set(PARAMETERS["*"]) | set(PARAMETERS.get(stage, {}))
-    for config in STAGE_CONFIGS.get(stage, ()):
-        keys |= config.keys()
-    return keys
-
-
-def check_settings(stage: str, values: dict[str, Any], where: str) -> None:
-    """Each of ``values`` that :data:`PARAMETERS` describes for ``stage`` has its type, range and choices."""
-    for key, value in values.items():
-        setting = PARAMETERS.get(stage, {}).get(key) or PARAMETERS["*"].get(key)
-        problem = setting.problem(value) if setting and key not in RESERVED else None
-        if problem:
-            raise ConfigError(f"{where}: '{key}' {problem}")
-
-
-def check_stage_values(stage: str, params: dict[str, Any], where: str, *, paths: bool = True) -> None:
-    """Check what a stage will run with before any kernel or model starts: every parameter's type, range and choices
-    (:data:`PARAMETERS`), the configs the stage builds from them (:data:`STAGE_CONFIGS`), and, with ``paths``, that
-    local paths exist.  ``params`` are all of the stage's parameters (notebook defaults and profile values)."""
-    check_settings(stage, params, where)
-    if paths:
-        for key in PATH_KEYS:
-            value = params.get(key)
-            if isinstance(value, str) and value.startswith(("/", "~")) and not Path(value).expanduser().exists():
-                raise ConfigError(f"{where}: '{key}' names {value}, which does not exist")
-    for config in STAGE_CONFIGS.get(stage, ()):
-        try:
-            config.build(params)
-        except (TypeError, ValueError) as exc:
-            raise ConfigError(f"{where}: {config.label}{' '.join(str(exc).split())}") from None
-
-
-def check_profile(
-    profile: Profile, defaults_by_stage: dict[str, dict[str, Any]], paths_for: set[str] | None = None
-) -> dict[str, dict[str, Any]]:
-    """Check every value of every section of ``profile`` and its shared keys, for every notebook
-    (``defaults_by_stage``: stage -> its parameters cell), before any kernel starts: keys (:func:`check_shared_keys`,
-    :func:`notebook_params`), types, ranges, choices and configs (:func:`check_stage_values`); local paths only for
-    the stages in ``paths_for`` (the ones that will run; all when None).  Returns each stage's parameters
-    (:func:`notebook_params`)."""
-    check_shared_keys(profile, defaults_by_stage)
-    params_by_stage = {}
-    for stage, defaults in defaults_by_stage.items():
-        params = notebook_params(profile, stage, defaults)
-        paths = paths_for is None or stage in paths_for
-        check_stage_values(stage, {**defaults, **params}, f"{profile.path}: {stage}", paths=paths)
-        params_by_stage[stage] = params
-    return params_by_stage
-
-
 # --- profiles in notebooks run by hand -----------------------------------------------------------------------------
 
 #: The ``profile`` of a hand run that takes no profile file: the parameters cell is used as it is.
@@ -593,67 +298,6 @@ def find_profile(name: str, params_dir: str | Path | None = None) -> Path | None
         return None
     path = Path(params_dir or PARAMS_DIR) / f"{name}.yaml"
     return path if path.is_file() else None
-
-
-def apply_profile(
-    namespace: dict[str, Any], stage: str, *, params_dir: str | Path | None = None, papermill: bool | None = None
-) -> dict[str, Any]:
-    """Give a notebook run by hand the values of the profile its ``parameters`` cell names.
-
-    Called right after the install cell as ``apply_profile(globals(), "03_sft_unsloth")``.  With
-    ``profile = "colab"`` (any ``params/<name>.yaml``) the notebook receives what the pipeline would inject: the
-    profile's shared keys that the notebook declares plus its section, checked the same way (undeclared keys, types,
-    ranges, local paths), and ``run_dir``, when still ``"runs/interactive"``, becomes ``runs/<profile>``, so stages
-    run by hand and by the pipeline share a run folder.  The profile's values replace the parameters cell's: to
-    change one of them, assign it after this call.  Keys in :data:`PIPELINE_ONLY` keep the notebook's value.
-
-    Nothing is applied when Papermill ran the notebook (:func:`run_by_papermill`; ``papermill`` overrides the
-    detection): its injected values win.  ``profile = "interactive"`` (the default) names no file.  One line says what
-    happened.  Returns the values set in ``namespace``.
-    """
-    name = namespace.get("profile")
-    if papermill is None:
-        papermill = run_by_papermill(namespace)
-    if papermill:
-        print(f"profile {name!r}: parameters injected by Papermill, used as they are")
-        return {}
-    if name in (None, "", INTERACTIVE):
-        print(
-            f'profile {name!r}: the parameters cell as it is (profile = "cpu", "colab"... takes the values of '
-            "params/<profile>.yaml)"
-        )
-        return {}
-    path = find_profile(name, params_dir)
-    if path is None:
-        known = sorted(p.stem for p in Path(params_dir or PARAMS_DIR).glob("*.yaml"))
-        print(
-            f"profile {name!r}: no params/{name}.yaml (profiles: {', '.join(known) or 'none found'}), so the "
-            "parameters cell is used as it is; the name is recorded in summary.json"
-        )
-        return {}
-    prof = load_profile(path)
-    declared = {k: v for k, v in namespace.items() if not k.startswith("_")}
-    values = notebook_params(prof, stage, declared)
-    kept = sorted(PIPELINE_ONLY & set(values))
-    for key in kept:
-        values.pop(key)
-    check_stage_values(stage, {**declared, **values}, f"{path}: {stage}")
-    values["profile"] = prof.name
-    if namespace.get("run_dir") == DEFAULT_RUN_DIR:
-        values["run_dir"] = f"runs/{prof.name}"
-    changed = {k: v for k, v in values.items() if k != "profile" and (k not in namespace or namespace[k] != v)}
-    same = len(values) - 1 - len(changed)
-    namespace.update(values)
-    text = (
-        ", ".join(f"{k}={v!r}" + (f" (was {declared[k]!r})" if k in declared else "") for k, v in changed.items())
-        or "no value changed"
-    )
-    if same:
-        text += f"; {same} more already had the profile's value"
-    if kept:
-        text += f"; kept the notebook's {', '.join(kept)} (a hand run)"
-    print(f"profile {name!r}: {path.name} applied to {stage}: {text}")
-    return values
 
 
 # --- where each value of a run came from ----------------------------------------------------------------------------

@@ -8,7 +8,7 @@ Two sources of truth are used, never a third copy:
   the allowed numbers and its ``CHOICES`` the allowed words (:func:`check_fields`), checked in ``__post_init__``
   before anything heavy starts.
 
-The parameters that no config class holds are described by :class:`Setting` (``venus_utils.profiles.PARAMETERS``).
+The parameters that no config class holds are described by :class:`Setting` (``venus_utils.schemas.PARAMETERS``).
 A number is always finite: ``.nan``, ``.inf`` and ``1.0e+400`` (which YAML reads as infinity) are refused everywhere.
 """
 
@@ -224,3 +224,17 @@ def parameter_values(namespace: dict[str, Any], names: set[str] | frozenset[str]
     or function imported under a setting's name is never taken for it."""
     literal = (str, int, float, bool, type(None), list, tuple, dict)
     return {k: v for k, v in namespace.items() if k in names and isinstance(v, literal)}
+
+
+def parse_shard(shard: str | tuple[int, int], name: str = "shard") -> tuple[int, int]:
+    """``"1/4"`` or ``(1, 4)`` -> ``(1, 4)``, checked (the cleaner's ``--shard``, the evaluation's shards);
+    ``name`` is what an error calls it."""
+    if isinstance(shard, str):
+        i, sep, n = shard.partition("/")
+        if not (sep and i.strip().isdigit() and n.strip().isdigit()):
+            raise ValueError(f"{name} {shard!r}: expected I/N with 0 <= I < N, e.g. 0/4")
+        shard = (int(i), int(n))
+    i, n = shard
+    if not 0 <= i < n:
+        raise ValueError(f"{name} {i}/{n}: expected I/N with 0 <= I < N, e.g. 0/4")
+    return int(i), int(n)

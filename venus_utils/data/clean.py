@@ -44,8 +44,8 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from .. import protocol
-from ..cli import parse_shard
 from ..eval.judge import Judge
+from ..validation import parse_shard
 from . import rules, sources
 from .clean_core import (
     ARTIFACTS,

@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..cli import parse_shard
 from ..paper import results_table
+from ..validation import parse_shard
 from . import answers
 from .judge import Judge, judged_score
 
