@@ -318,3 +318,17 @@ def test_validate_scores_a_split_by_tier_and_group_from_the_command_line(run, tm
     assert "on 5 val questions" in printed and "tier_group easy/" in printed and "n = 5" in printed
     assert len(pd.read_parquet(out)) == 5
     assert main([*argv, "--split", "dev"]) == 2 and "no 'dev' split" in capsys.readouterr().err
+
+
+def test_the_evaluation_loop_is_built_the_one_way_with_its_settings():
+    """Issue 23: the held-out pass builds its agent loop through ``AgentSettings.config`` (as the CLI, the demo and
+    notebooks 05/06 do), with its own prompt, limits and sampling, one attempt, and room for the answer."""
+    from venus_utils.agent import AgentConfig
+    from venus_utils.eval.heldout import EvalSettings
+
+    cfg = EvalSettings(max_turns=14, max_new_tokens=100, system_prompt_style="compact", temperature=0.7).agent_config(
+        2048
+    )
+    assert isinstance(cfg, AgentConfig)
+    assert (cfg.max_turns, cfg.max_new_tokens, cfg.system_prompt_style, cfg.temperature) == (14, 100, "compact", 0.7)
+    assert (cfg.attempts, cfg.top_k, cfg.context_limit) == (1, None, 2048 - 100)

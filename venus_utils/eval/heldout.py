@@ -29,7 +29,7 @@ import pandas as pd
 from .. import questions as loaders
 from ..agent import AgentConfig, load_backend
 from ..agent.batch import run_file_async
-from ..agent.settings import model_agent_settings
+from ..agent.settings import AgentSettings, model_agent_settings
 from ..aio import run_coroutine
 from ..io import atomic_path, read_json, write_json
 from ..paths import RL_STAGE, SFT_STAGE
@@ -132,6 +132,18 @@ class EvalSettings:
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 
+    def agent_config(self, context_tokens: int) -> AgentConfig:
+        """The agent loop that answers: these settings (:class:`~venus_utils.agent.settings.AgentSettings`, the one
+        way every consumer builds its loop), one attempt per question (to measure what the model does, not what a
+        retry hides), a prompt plus answer within the model's ``context_tokens``."""
+        return AgentSettings(self.system_prompt_style, self.max_turns, self.max_new_tokens).config(
+            temperature=self.temperature,
+            top_k=None,
+            attempts=1,
+            context_limit=context_tokens - self.max_new_tokens,
+            time_limit_s=900.0,
+        )
+
     def protocol(self) -> dict[str, Any]:
         """What decides the answers (not how fast they come: workers, device and the decoder are left out)."""
         return {k: v for k, v in asdict(self).items() if k not in ("workers", "device", "fast")}
@@ -185,16 +197,7 @@ def evaluate_model(
     )
     if tools is None:
         tools = make_toolbox("local", world_dir)
-    cfg = AgentConfig(
-        max_turns=settings.max_turns,
-        max_new_tokens=settings.max_new_tokens,
-        temperature=settings.temperature,
-        top_k=None,
-        attempts=1,  # measure what the model does
-        context_limit=int(getattr(backend.model.config, "max_position_embeddings", 8192)) - settings.max_new_tokens,
-        time_limit_s=900.0,
-        system_prompt_style=settings.system_prompt_style,
-    )
+    cfg = settings.agent_config(int(getattr(backend.model.config, "max_position_embeddings", 8192)))
     rows = [
         {"index": str(r.id), "question": r.question, "gt": r.answer, "data_source": r.source}
         for r in questions.itertuples(index=False)
