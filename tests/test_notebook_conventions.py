@@ -127,3 +127,52 @@ def test_the_parameters_cell_agrees_with_the_stage_schema(stage, config):
             )
             checked += 1
     assert checked >= 5
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_the_parameters_cell_is_generated_from_the_defaults_module(path):
+    """Issue 23: a setting is written once.  Each parameters cell is :func:`venus_utils.defaults.parameters_cell`
+    (``python -m venus_utils.defaults --write`` rewrites a stale one), so the notebook, the stage CLIs and the run
+    record read the same lesson values."""
+    from venus_utils.defaults import parameters_cell, stage_defaults
+
+    nb = nbformat.read(path, as_version=4)
+    cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
+    assert cell.source == parameters_cell(path.stem), (
+        f"{path.name}: its parameters cell differs from venus_utils/defaults.py; edit the module, then run "
+        "python -m venus_utils.defaults --write"
+    )
+    assert notebook_defaults(path) == stage_defaults(path.stem)
+
+
+def test_writing_the_cells_rewrites_only_a_stale_cell(tmp_path):
+    import shutil
+
+    from venus_utils.defaults import parameters_cell, write_cells
+
+    for path in NOTEBOOKS:
+        shutil.copy(path, tmp_path / path.name)
+    stale = tmp_path / NOTEBOOKS[0].name
+    nb = nbformat.read(stale, as_version=4)
+    cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
+    cell.source = cell.source.replace("seed = 0", "seed = 7")
+    nbformat.write(nb, stale)
+    assert write_cells(tmp_path) == [stale]
+    assert nbformat.read(stale, as_version=4).cells[nb.cells.index(cell)].source == parameters_cell(stale.stem)
+    for path in NOTEBOOKS:  # the committed layout, byte for byte (nbformat 4, one-space indent)
+        assert (tmp_path / path.name).read_bytes() == path.read_bytes(), path.name
+
+
+def test_the_stage_cli_reads_its_defaults_from_the_module_not_the_notebooks(monkeypatch):
+    """The CLIs learn their defaults from :mod:`venus_utils.defaults`: no notebook is opened."""
+    from venus_utils import profiles
+    from venus_utils.cli import stage_params
+    from venus_utils.paths import PARAMS_DIR, RL_STAGE
+
+    def no_notebook(*args, **kwargs):
+        raise AssertionError("a notebook was read")
+
+    monkeypatch.setattr(profiles, "notebook_defaults", no_notebook)
+    monkeypatch.setattr(nbformat, "read", no_notebook)
+    params, name = stage_params(PARAMS_DIR / "smoke.yaml", RL_STAGE, {"search_cost": 0.25})
+    assert name == "smoke" and params["search_cost"] == 0.25 and params["reward_mode"] == "igpo"

@@ -1,7 +1,8 @@
 """What the stage command lines (``python -m venus_utils.sft train``, ``python -m venus_utils.rl train``) share.
 
-A command line runs the same stage as its notebook, with the same parameters: the notebook's ``parameters``
-cell gives the defaults, the profile's shared keys and section override them (exactly what Papermill injects,
+A command line runs the same stage as its notebook, with the same parameters: the lesson's values
+(:mod:`venus_utils.defaults`, from which the notebook's ``parameters`` cell is generated) give the defaults, the
+profile's shared keys and section override them (exactly what Papermill injects,
 :func:`venus_utils.profiles.notebook_params`), and ``--set key=value`` overrides those.  The commands are plain
 Python programs, so any launcher runs them unchanged::
 
@@ -27,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from .paths import NOTEBOOKS_DIR
+from .defaults import STAGE_DEFAULTS, stage_defaults
 from .profiles import (
     ConfigError,
     DuplicateKeyError,
@@ -35,10 +36,8 @@ from .profiles import (
     ProfileFileError,
     check_shared_keys,
     check_values,
-    discover_notebooks,
     load_profile,
     load_yaml,
-    notebook_defaults,
     notebook_params,
     yaml_problem,
 )
@@ -89,14 +88,15 @@ def parse_sets(items: list[str] | None) -> dict[str, Any]:
 
 
 def stage_params(
-    params_path: str | Path, stage: str, sets: dict[str, Any] | None = None, notebooks_dir: Path = NOTEBOOKS_DIR
+    params_path: str | Path, stage: str, sets: dict[str, Any] | None = None
 ) -> tuple[dict[str, Any], str]:
-    """``(parameters, profile name)`` of ``stage``: notebook defaults < profile < ``sets``.  Unknown keys, values of
-    the wrong type or out of range, and missing local paths are errors that name the key, before anything loads."""
+    """``(parameters, profile name)`` of ``stage``: the lesson's values (:mod:`venus_utils.defaults`, what the
+    notebook's parameters cell holds) < profile < ``sets``.  Unknown keys, values of the wrong type or out of range,
+    and missing local paths are errors that name the key, before anything loads."""
     profile = profile_argument(params_path)
-    defaults_by_stage = {nb.stem: notebook_defaults(nb) for nb in discover_notebooks(notebooks_dir)}
-    if stage not in defaults_by_stage:
-        raise ConfigError(f"{notebooks_dir / (stage + '.ipynb')}: notebook not found")
+    if stage not in STAGE_DEFAULTS:
+        raise ConfigError(f"{stage}: not a stage (stages: {', '.join(STAGE_DEFAULTS)})")
+    defaults_by_stage = {name: stage_defaults(name) for name in STAGE_DEFAULTS}
     check_shared_keys(profile, defaults_by_stage)
     defaults = defaults_by_stage[stage]
     params = dict(defaults)

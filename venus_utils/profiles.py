@@ -38,6 +38,7 @@ from typing import Any
 
 import yaml
 
+from .defaults import STAGE_DEFAULTS, stage_defaults
 from .paths import (
     NOTEBOOKS_DIR,
     PARAMS_DIR,
@@ -305,15 +306,13 @@ NOTEBOOK_DEFAULT = "notebook default"
 THIS_RUN = "this run (--set, by hand, or a profile file outside params/)"
 
 
-def settings_record(
-    stage: str, profile: str | None, values: dict[str, Any], notebooks_dir: str | Path | None = None
-) -> dict[str, dict[str, Any]]:
-    """Each parameter of ``stage``'s notebook with the value this run used (``values``: the notebook's globals, or a
-    stage CLI's parameters) and where it came from: ``params/<profile>.yaml`` (its section or its shared keys), the
-    notebook's parameters cell (:data:`NOTEBOOK_DEFAULT`), or :data:`THIS_RUN`.  The rule it shows is the README's:
-    a value the profile sets wins over the notebook's default, and ``--set`` or an assignment by hand over both."""
-    path = Path(notebooks_dir or NOTEBOOKS_DIR) / f"{stage}.ipynb"
-    defaults = notebook_defaults(path) if path.is_file() else {}
+def settings_record(stage: str, profile: str | None, values: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each parameter of ``stage`` with the value this run used (``values``: the notebook's globals, or a stage CLI's
+    parameters) and where it came from: ``params/<profile>.yaml`` (its section or its shared keys), the lesson's
+    value (:mod:`venus_utils.defaults`, the notebook's parameters cell: :data:`NOTEBOOK_DEFAULT`), or
+    :data:`THIS_RUN`.  The rule it shows is the README's: a value the profile sets wins over the notebook's default,
+    and ``--set`` or an assignment by hand over both."""
+    defaults = stage_defaults(stage) if stage in STAGE_DEFAULTS else {}
     found = find_profile(profile) if profile else None
     prof = load_profile(found) if found else None
     section, shared = (prof.sections.get(stage, {}), prof.shared) if prof else ({}, {})
