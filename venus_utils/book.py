@@ -823,8 +823,45 @@ def build_book(
     do not list them).  Raises :class:`RunMissing` when there is nothing to render and :class:`BookError` when a
     page would hold a secret or ``out`` is not a folder this module may replace.
     """
-    import nbformat
+    run_dir, executed = _executed_run(run)
+    out_dir = resolve_run_dir(out) if out else run_dir / "book"  # relative paths: from the repository, as --run
+    _check_out(run_dir, out_dir)
+    secrets = secret_values()
+    rewrites = _path_rewrites(run_dir)
+    stages = {p.stem for p in executed}
+    pages, notebooks = _read_pages(executed, secrets, rewrites)
 
+    run_title = title or f"venus-recipe · {run_dir.name} run"
+    exporter = _exporter()
+    rendered: dict[str, str] = {}
+    for page, (nb, base) in zip(pages, notebooks):
+        body = render_page(exporter, nb, page, run_title, base)
+        rendered[page.file] = _outside_data_uris(body, lambda chunk: redact_text(chunk, secrets))
+    not_run = []
+    if notebooks_dir is not None:
+        not_run = [p.stem for p in discover_notebooks(notebooks_dir) if p.stem not in stages]
+    run_shown = _rewrite_paths(str(run_dir.resolve()), rewrites)
+    index = render_index(
+        pages,
+        run_title=run_title,
+        profile=run_dir.name,
+        run_shown=run_shown,
+        not_run=not_run,
+        clean=lambda text: redact_text(_rewrite_paths(text, rewrites), secrets),
+        story=run_story(run_dir),
+    )
+    rendered[INDEX] = _outside_data_uris(index, lambda chunk: redact_text(chunk, secrets))
+    _refuse_leaks(rendered, secrets)
+    with atomic_dir(out_dir) as tmp:
+        for name, text in rendered.items():
+            atomic_write(tmp / name, text)
+        atomic_write(tmp / MARKER, f"written by venus_utils.book from {run_shown}\n")
+    return out_dir / INDEX
+
+
+def _executed_run(run: str | Path) -> tuple[Path, list[Path]]:
+    """``(run folder, its executed notebooks)``; :class:`RunMissing`, with the command that makes them, when
+    there are none."""
     run_dir = resolve_run_dir(run)
     profile = run_dir.name
     hint = (
@@ -836,16 +873,17 @@ def build_book(
     executed = find_executed(run_dir)
     if not executed:
         raise RunMissing(f"{run_dir} holds no executed notebook (NN_stage/NN_stage.ipynb): {hint}")
-    out_dir = resolve_run_dir(out) if out else run_dir / "book"  # relative paths: from the repository, as --run
-    _check_out(run_dir, out_dir)
+    return run_dir, executed
 
-    secrets = secret_values()
-    rewrites = _path_rewrites(run_dir)
+
+def _read_pages(
+    executed: list[Path], secrets: list[str], rewrites: list[tuple[str, str]]
+) -> tuple[list[Page], list[tuple[Any, Path]]]:
+    """A :class:`Page` per executed notebook, linked to its neighbours, and its tidied notebook with the folder
+    its markdown's links start from; a page whose outputs looked like a secret says so on stderr."""
+    import nbformat
+
     stages = {p.stem for p in executed}
-
-    def clean(text: str) -> str:
-        return redact_text(_rewrite_paths(text, rewrites), secrets)
-
     pages: list[Page] = []
     notebooks = []
     for path in executed:
@@ -868,38 +906,20 @@ def build_book(
         )
         pages.append(page)
         notebooks.append((nb, _markdown_base(raw, path)))
-    for before, after in zip(pages, pages[1:]):
-        before.next, after.prev = after, before
-    for page in pages:
         if page.removed_outputs:
             print(
                 f"book: {page.stage}: {page.removed_outputs} output(s) looked like a secret key and were left out "
                 f"of the page; check {page.notebook}",
                 file=sys.stderr,
             )
+    for before, after in zip(pages, pages[1:]):
+        before.next, after.prev = after, before
+    return pages, notebooks
 
-    run_title = title or f"venus-recipe · {profile} run"
-    exporter = _exporter()
-    rendered: dict[str, str] = {}
-    for page, (nb, base) in zip(pages, notebooks):
-        body = render_page(exporter, nb, page, run_title, base)
-        rendered[page.file] = _outside_data_uris(body, lambda chunk: redact_text(chunk, secrets))
-    not_run = []
-    if notebooks_dir is not None:
-        not_run = [p.stem for p in discover_notebooks(notebooks_dir) if p.stem not in stages]
-    run_shown = _rewrite_paths(str(run_dir.resolve()), rewrites)
-    index = render_index(
-        pages,
-        run_title=run_title,
-        profile=profile,
-        run_shown=run_shown,
-        not_run=not_run,
-        clean=clean,
-        story=run_story(run_dir),
-    )
-    rendered[INDEX] = _outside_data_uris(index, lambda chunk: redact_text(chunk, secrets))
 
-    # Last line of defence: nothing is written if any page still holds a secret or something shaped like a key.
+def _refuse_leaks(rendered: dict[str, str], secrets: list[str]) -> None:
+    """The last line of defence: nothing is written if any page still holds a secret or something shaped like a
+    key."""
     for name, text in rendered.items():
         found = leaks(text, secrets)
         if found:
@@ -907,12 +927,6 @@ def build_book(
                 f"refusing to write the book: {name} would contain what looks like a secret "
                 f"({', '.join(_mask(v) for v in found)}); remove it from the notebook's outputs"
             )
-
-    with atomic_dir(out_dir) as tmp:
-        for name, text in rendered.items():
-            atomic_write(tmp / name, text)
-        atomic_write(tmp / MARKER, f"written by venus_utils.book from {run_shown}\n")
-    return out_dir / INDEX
 
 
 def main(argv: list[str] | None = None) -> int:

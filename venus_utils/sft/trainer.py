@@ -457,37 +457,19 @@ def _train_sft(
     callbacks: list | None,
     agent_settings: dict[str, Any] | None,
 ) -> SFTResult:
-    import torch
-
+    """The run, step by step: check the rows, build the trainer, resume, train, evaluate, export."""
     if not train_rows:
         raise ValueError("no training rows (did every trajectory get dropped? see the ExampleSet stats)")
-    if agent_settings is not None:
-        agent_settings = check_model_agent_settings(agent_settings)
-    out_dir = Path(out_dir)
-    engine = prepare_engine(cfg.engine)
-    if cfg.num_threads:
-        torch.set_num_threads(cfg.num_threads)
-    model, tokenizer = load_model(model_path, cfg, engine)
-    from trl import SFTTrainer
-
-    trainer_cls = _trainer_class(SFTTrainer)
     too_long = [r["length"] for r in train_rows if r["length"] > cfg.max_length]
     if too_long:
         raise ValueError(
             f"{len(too_long)} training rows exceed max_length={cfg.max_length} (longest {max(too_long)}); "
             "build them with that max_length"
         )
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    trainer = trainer_cls(
-        model=model,
-        args=_training_args(cfg, out_dir, bool(val_rows), engine),
-        train_dataset=_to_dataset(train_rows),
-        eval_dataset=_to_dataset(val_rows),
-        processing_class=tokenizer,
-        data_collator=Collator(pad_id, cfg.batching, cfg.max_length),
-        callbacks=[time_limit(cfg.max_time_minutes), *(callbacks or [])],
-        venus_config=cfg,
-    )
+    if agent_settings is not None:
+        agent_settings = check_model_agent_settings(agent_settings)
+    engine = prepare_engine(cfg.engine)
+    trainer, tokenizer = _build_trainer(cfg, model_path, engine, train_rows, val_rows, out_dir, callbacks)
     checkpoints_dir = out_dir / "checkpoints"
     point = ResumePoint()
     if cfg.resume:
@@ -502,9 +484,68 @@ def _train_sft(
     t0 = time.perf_counter()
     train_to_end(trainer, point, checkpoints_dir, cfg.max_steps, finish_limits(cfg))
     wall = time.perf_counter() - t0
-    last = point.checkpoint
     if val_rows and not point.finished:
         trainer.evaluate()
+    model_dir, adapter_dir = _export_trained(trainer, tokenizer, point, cfg, engine, out_dir, agent_settings)
+    result = SFTResult(
+        engine=engine,
+        out_dir=out_dir,
+        model_dir=model_dir,
+        adapter_dir=adapter_dir,
+        history=list(trainer.state.log_history),
+        steps=trainer.state.global_step,
+        wall_s=wall,
+        tokens_seen=trainer.tokens_seen,
+        resumed_from=point.checkpoint,
+    )
+    if trainer.accelerator.is_main_process:
+        write_json(out_dir / "train_history.json", result.history)
+    return result
+
+
+def _build_trainer(
+    cfg: SFTConfig,
+    model_path: str | Path,
+    engine: str,
+    train_rows: list[dict[str, Any]],
+    val_rows: list[dict[str, Any]] | None,
+    out_dir: Path,
+    callbacks: list | None,
+) -> tuple[Any, Any]:
+    """``(trainer, tokenizer)``: the model loaded for ``engine``, TRL's SFTTrainer with the recipe's loss and
+    collator (:func:`_trainer_class`), the time limit and ``callbacks``."""
+    import torch
+
+    if cfg.num_threads:
+        torch.set_num_threads(cfg.num_threads)
+    model, tokenizer = load_model(model_path, cfg, engine)
+    from trl import SFTTrainer
+
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    trainer = _trainer_class(SFTTrainer)(
+        model=model,
+        args=_training_args(cfg, out_dir, bool(val_rows), engine),
+        train_dataset=_to_dataset(train_rows),
+        eval_dataset=_to_dataset(val_rows),
+        processing_class=tokenizer,
+        data_collator=Collator(pad_id, cfg.batching, cfg.max_length),
+        callbacks=[time_limit(cfg.max_time_minutes), *(callbacks or [])],
+        venus_config=cfg,
+    )
+    return trainer, tokenizer
+
+
+def _export_trained(
+    trainer: Any,
+    tokenizer: Any,
+    point: ResumePoint,
+    cfg: SFTConfig,
+    engine: str,
+    out_dir: Path,
+    agent_settings: dict[str, Any] | None,
+) -> tuple[Path | None, Path | None]:
+    """``(model folder, adapter folder)`` of the trained run: exported by the main process, or, for a finished run
+    rerun, the folders an earlier run exported from the same checkpoint (only ``venus_agent.json`` rewritten)."""
     acc = trainer.accelerator
     state_dict = None
     if acc.num_processes > 1 and (trainer.is_fsdp_enabled or trainer.is_deepspeed_enabled):
@@ -531,20 +572,7 @@ def _train_sft(
     if model_dir is None and adapter_dir is None:  # another process wrote them, or an earlier run did
         model_dir = out_dir / "model" if cfg.export_merged else None
         adapter_dir = out_dir / "adapter" if cfg.finetuning == "lora" else None
-    result = SFTResult(
-        engine=engine,
-        out_dir=out_dir,
-        model_dir=model_dir,
-        adapter_dir=adapter_dir,
-        history=list(trainer.state.log_history),
-        steps=trainer.state.global_step,
-        wall_s=wall,
-        tokens_seen=trainer.tokens_seen,
-        resumed_from=last,
-    )
-    if acc.is_main_process:
-        write_json(out_dir / "train_history.json", result.history)
-    return result
+    return model_dir, adapter_dir
 
 
 def launch_sft(
