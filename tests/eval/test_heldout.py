@@ -332,3 +332,37 @@ def test_the_evaluation_loop_is_built_the_one_way_with_its_settings():
     assert isinstance(cfg, AgentConfig)
     assert (cfg.max_turns, cfg.max_new_tokens, cfg.system_prompt_style, cfg.temperature) == (14, 100, "compact", 0.7)
     assert (cfg.attempts, cfg.top_k, cfg.context_limit) == (1, None, 2048 - 100)
+
+
+def test_kept_results_pool_like_the_run_folders_they_come_from(tmp_path, capsys):
+    """Issue 21: a run folder does not outlive its machine, so ``keep`` copies a run's held-out results (without
+    rollouts) into a folder to commit; ``compare`` on kept folders gives the run folders' numbers."""
+    from venus_utils.eval import heldout as ho
+    from venus_utils.eval.__main__ import main
+    from venus_utils.io import read_json, write_json
+
+    runs = [tmp_path / "runs" / "seed10", tmp_path / "runs" / "seed11"]
+    kept = [tmp_path / "results" / "seed10", tmp_path / "results" / "seed11"]
+    tables = [
+        (_scored({"a": [1], "b": [0], "c": [0]}), _scored({"a": [1], "b": [1], "c": [1]})),
+        (_scored({"a": [0], "b": [1], "c": [1]}), _scored({"a": [1], "b": [1], "c": [0]})),
+    ]
+    for run, (sft, rl) in zip(runs, tables):
+        for label, scored in (("SFT", sft), ("RL (IGPO)", rl)):
+            (run / ho.SCORED[label]).parent.mkdir(parents=True, exist_ok=True)
+            scored.assign(messages="a long rollout", tier_group="hard/heldout").to_parquet(run / ho.SCORED[label])
+        write_json(run / ho.RL_ARMS["IGPO"] / "summary.json", {"stage": "rl", "steps": 40})
+        write_json(run / "arms.json", {"arms": ["igpo"]})
+    for run, out in zip(runs, kept):
+        assert main(["keep", str(run), "--out", str(out)]) == 0
+    assert "kept 4 files" in capsys.readouterr().out
+    table = pd.read_parquet(kept[0] / ho.SCORED["SFT"])
+    assert "messages" not in table and {"id", "correct", "turns", "tier_group"} <= set(table.columns)
+    assert read_json(kept[0] / ho.RL_ARMS["IGPO"] / "summary.json")["steps"] == 40
+    assert read_json(kept[0] / "arms.json") == {"arms": ["igpo"]}
+    columns = ["slice", "n", "fixed", "broken", "mcnemar_p"]
+    from_runs = ho.compare_runs(runs)[columns]
+    assert ho.compare_runs(kept)[columns].equals(from_runs)
+
+    assert main(["keep", str(tmp_path / "empty"), "--out", str(tmp_path / "x")]) == 2
+    assert "no held-out results" in capsys.readouterr().err

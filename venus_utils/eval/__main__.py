@@ -3,6 +3,7 @@
     python -m venus_utils.eval compare runs/cpu runs/cpu-seed1 [--baseline SFT] [--model "RL (IGPO)"] [--json F]
     python -m venus_utils.eval validate --model runs/cpu/03_sft_unsloth/model --world runs/cpu/00_setup/world \
         [--split val] [--n 200] [--max-turns 14] [--out runs/cpu/validation_sft.parquet]
+    python -m venus_utils.eval keep runs/cpu-hard-seed10 --out results/cpu-hard-seed10
 
 Pairs ``--model`` with ``--baseline`` question by question in each run folder (their greedy held-out results,
 written by notebooks 03 and 04 or ``python -m venus_utils.rl train``) and over all the runs together
@@ -13,6 +14,10 @@ file.
 ``validate`` answers ``--n`` questions of a world's ``--split`` (``val`` by default: the questions settings are chosen
 on; the held-out ``test`` questions only report) greedily, as the held-out evaluation does, and prints the accuracy
 per tier and sub-world group (``tier_group``, e.g. hard/heldout) with 95% intervals.
+
+``keep`` copies a run's held-out results (the scored tables without rollouts, every ``summary.json``, ``arms.json``)
+into a folder to commit, ``results/<run>`` (:func:`venus_utils.eval.heldout.keep_results`): a run folder does not
+outlive its machine, so seeds run in different sessions are pooled from there (``compare results/a results/b``).
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import sys
 from pathlib import Path
 
 from ..io import write_json
-from .heldout import SCORED, EvalSettings, compare_runs, draw_heldout, evaluate_model, summary
+from .heldout import SCORED, EvalSettings, compare_runs, draw_heldout, evaluate_model, keep_results, summary
 
 COLUMNS = ["run", "slice", "n", "accuracy_before", "accuracy_after", "difference", "diff_ci_low", "diff_ci_high"]
 COLUMNS += ["fixed", "broken", "mcnemar_p", "detectable_difference", "verdict"]
@@ -76,9 +81,22 @@ def main(argv: list[str] | None = None) -> int:
     v.add_argument("--system-prompt-style", default=None, help="dr-venus or compact (default: the model folder's own)")
     v.add_argument("--seed", type=int, default=0, help="the draw's seed")
     v.add_argument("--out", default=None, help="scored table (parquet; default <model>/../validation_<split>.parquet)")
+    k = sub.add_parser("keep", help="copy a run's held-out results into a folder to commit (results/<run>)")
+    k.add_argument("run", help="the run folder, e.g. runs/cpu-hard-seed10")
+    k.add_argument("--out", required=True, help="where to copy them, e.g. results/cpu-hard-seed10")
     args = p.parse_args(argv)
     if args.command == "validate":
         return validate(args)
+    if args.command == "keep":
+        try:
+            written = keep_results(args.run, args.out)
+        except (FileNotFoundError, ValueError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        print(f"kept {len(written)} files of {args.run} in {args.out}:")
+        for path in written:
+            print(f"  {path}")
+        return 0
     try:
         table = compare_runs(args.runs, args.baseline, args.model)
     except (FileNotFoundError, ValueError) as e:

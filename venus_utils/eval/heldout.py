@@ -322,6 +322,45 @@ def compare(baseline: pd.DataFrame, other: pd.DataFrame) -> dict[str, Any]:
     return {**out, "headline": {"slice": name, **headline}, "by": by[by["group"] != "all"].to_dict("records")}
 
 
+#: the columns a kept result holds: enough to pair, pool and break down (no rollouts, no page text)
+KEPT_COLUMNS = ("id", "sample", "question", "answer", "prediction", "correct", "em", "f1", "turns", "judge")
+KEPT_FILES = ("summary.json", "arms.json", "profile.yaml")
+
+
+def keep_results(run_dir: str | Path, out_dir: str | Path) -> list[Path]:
+    """Copy what a run's held-out results say into ``out_dir`` (a folder to commit; run folders do not outlive a
+    machine): each scored table of :data:`SCORED` that the run has, at the same place, reduced to
+    :data:`KEPT_COLUMNS` and the breakdown columns; each stage's ``summary.json``; the run's ``arms.json`` and
+    ``profile.yaml``; the validation tables beside the SFT model.  ``python -m venus_utils.eval compare`` pools such
+    folders as it pools run folders.  Returns the files written."""
+    run, out = Path(run_dir), Path(out_dir)
+    if run.resolve() == out.resolve():
+        raise ValueError(f"--out {out}: the run folder itself")
+    written = []
+    tables = [run / rel for rel in SCORED.values()] + sorted(run.glob(f"{SFT_STAGE}/validation_*.parquet"))
+    for path in tables:
+        if not path.is_file():
+            continue
+        scored = load_scored(path)
+        keep = [c for c in (*KEPT_COLUMNS, *META_COLUMNS) if c in scored.columns]
+        target = out / path.relative_to(run)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_path(target) as tmp:
+            scored[keep].to_parquet(tmp, index=False)
+        written.append(target)
+    for name in KEPT_FILES:
+        for path in [run / name, *sorted(run.glob(f"*/{name}"))]:
+            if path.is_file() and path.parent.name != "book":
+                target = out / path.relative_to(run)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with atomic_path(target) as tmp:
+                    Path(tmp).write_bytes(path.read_bytes())
+                written.append(target)
+    if not any(t.suffix == ".parquet" for t in written):
+        raise FileNotFoundError(f"{run}: no held-out results to keep ({', '.join(SCORED.values())})")
+    return written
+
+
 def compare_runs(run_dirs: Sequence[str | Path], baseline: str = "SFT", model: str = "RL (IGPO)") -> pd.DataFrame:
     """``model`` against ``baseline`` (labels of :data:`SCORED`) in each run folder, paired by question, and, for
     two or more runs (e.g. one per seed), pooled: every run's questions taken together as one paired sample (a
