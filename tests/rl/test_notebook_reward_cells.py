@@ -7,6 +7,7 @@ never drift."""
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import math
 
@@ -104,15 +105,72 @@ def test_the_reward_cells_give_the_library_rewards(scored):
         assert cells["outcome_reward"](ep) == library_outcome(ep)
 
 
-def test_the_advantage_cell_equals_the_library_and_its_check_can_fail(scored, tiny_lm):
+def advantage_cell(cfg) -> dict:
+    namespace = {**reward_cells(cfg), "np": np, "math": math}
+    exec(cell("def turn_advantages(turn_rewards, outcomes, groups):"), namespace)
+    return namespace
+
+
+def batch_of_two_groups(group):
+    """The group's rollouts as two questions' groups of a step's batch (the rescaling is over the batch)."""
+    batch = copy.deepcopy(list(group))
+    for k, ep in enumerate(batch):
+        ep.group = "first" if k < 2 else "second"
+    return batch
+
+
+def token_advantages(batch, cfg, tok, rule=None):
+    """What the trainer computes for ``batch``: the library's advantages, or ``rule``'s spread over each turn's
+    tokens, on the tokens the loss trains (the assistant's)."""
+    from venus_utils.rl.batch import process_advantages, turn_spans
+    from venus_utils.rl.rewards import episode_rewards
+
+    cells = reward_cells(cfg)
+    turn, outcome = cells["turn_reward"], cells["outcome_reward"]
+    im_end = tok.convert_tokens_to_ids("<|im_end|>")
+    gathered, turns = [], []
+    for ep in batch:
+        rewards, value = turn(ep), float(outcome(ep))
+        n = len(ep.completion_ids)
+        gathered.append((episode_rewards(ep, rewards, value, im_end), n, ep.group, ep.judge_score, 0))
+        turns.append((rewards, value, turn_spans(len(ep.prompt_ids), ep.boundaries, n)))
+    adv = process_advantages(gathered, 0, len(batch), cfg, turn_advantages=rule, turns=turns if rule else None)
+    return [[a for a, m in zip(row, ep.assistant_mask) if m] for row, ep in zip(adv, batch)]
+
+
+def test_the_advantage_cell_trains_what_the_library_trains(scored, tiny_lm):
+    """Issue 23: the advantage cell is a rule the trainer calls.  On a batch of two groups its advantages, spread
+    over each turn's tokens as the trainer spreads them, equal the library's on every token the loss trains."""
     cfg, group = scored
     _, tok = tiny_lm
-    namespace = {**reward_cells(cfg), "group": group, "tokenizer": tok, "worked_example": worked_example}
-    namespace.update(np=np, math=math)
-    exec(cell("def zscore(values, pool):"), namespace)
-    advantages = namespace["advantages"]
+    rule = advantage_cell(cfg)["turn_advantages"]
+    batch = batch_of_two_groups(group)
+    ours, theirs = token_advantages(batch, cfg, tok, rule), token_advantages(batch, cfg, tok)
+    assert sum(map(len, theirs)) > 0 and any(abs(a) > 0.1 for row in theirs for a in row)
+    for a, b in zip(ours, theirs, strict=True):
+        assert a == pytest.approx(b, abs=1e-6)
+
+
+def test_the_advantage_check_shows_an_edit_and_training_would_use_it(scored, tiny_lm):
+    cfg, group = scored
+    _, tok = tiny_lm
+    namespace = advantage_cell(cfg)
+    turn_rewards = [namespace["turn_reward"](ep) for ep in group]
+    outcomes = [namespace["outcome_reward"](ep) for ep in group]
+    advantages = namespace["turn_advantages"](turn_rewards, outcomes, [ep.group for ep in group])
     assert [len(a) for a in advantages] == [ep.num_turns for ep in group]
-    assert any(abs(a) > 0.1 for row in advantages for a in row)
-    wrong = cell("def zscore(values, pool):").replace("running = value + cfg.gamma * running", "running = value")
-    with pytest.raises(AssertionError):  # a cell that forgets the discount no longer matches the library
-        exec(wrong, {**namespace, "advantages": None})
+    library = worked_example.library_turn_advantages(
+        group, turn_rewards, outcomes, cfg, tok.convert_tokens_to_ids("<|im_end|>"), mode="scaled_separate"
+    )
+    assert not worked_example.advantage_table(advantages, library)["differs"].any()
+
+    source = cell("def turn_advantages(turn_rewards, outcomes, groups):")
+    forgetful = source.replace("running = value + cfg.gamma * running", "running = value")  # no discount
+    assert forgetful != source
+    edited = {**namespace}
+    exec(forgetful, edited)
+    changed = edited["turn_advantages"](turn_rewards, outcomes, [ep.group for ep in group])
+    assert worked_example.advantage_table(changed, library)["differs"].any()
+    batch = batch_of_two_groups(group)
+    trained = token_advantages(batch, cfg, tok, edited["turn_advantages"])
+    assert trained != token_advantages(batch, cfg, tok)  # what the trainer would train on changes with the cell

@@ -102,3 +102,38 @@ def test_gradient_checkpointing_in_the_update_follows_the_config(on, tiny_lm, tm
     trainer = _trainer(tiny_lm, tmp_path, cfg)
     trainer.train()  # the Trainer turns it on when training starts
     assert trainer.state.global_step == 1 and trainer.model.is_gradient_checkpointing is on
+
+
+def test_an_advantage_rule_replaces_the_library_s_in_training(tiny_lm, tmp_path):
+    """Issue 23: notebook 04's advantage cell is trained: the trainer hands the step's batch to the rule (turn rewards,
+    outcomes, groups) and gives every token of a turn the turn's advantage (one value per turn: each trained token
+    gets it, none is left at 0)."""
+    seen = []
+
+    def turn_advantages(turn_rewards, outcomes, groups):
+        seen.append((len(turn_rewards), sorted(set(groups))))
+        return [[0.25] * (len(rewards) + 1) for rewards in turn_rewards]
+
+    cfg = small_cfg(max_steps=1)
+    trainer = _trainer(tiny_lm, tmp_path, cfg, turn_advantages=turn_advantages)
+    trainer.train()
+    assert seen and seen[0][0] == cfg.prompts_per_step * cfg.num_generations and len(seen[0][1]) == 2
+    step = read_jsonl(tmp_path / "metrics.jsonl")[0]
+    assert step["adv_abs_mean"] == pytest.approx(0.25) and step["adv_nonzero_frac"] == 1.0
+
+    with pytest.raises(ValueError, match="only with reward_mode='igpo'"):
+        _trainer(tiny_lm, tmp_path / "grpo", small_cfg(reward_mode="grpo"), turn_advantages=turn_advantages)
+
+
+def test_an_advantage_rule_of_the_wrong_shape_is_an_error_that_says_so():
+    from venus_utils.rl.batch import rule_advantages
+
+    turns = [([0.5], 1.0, [(0, 3), (3, 5)]), ([], 0.0, [(0, 4)])]
+    got = rule_advantages(lambda r, o, g: [[1.0, 2.0], [3.0]], turns, [5, 4], ["a", "a"])
+    assert got == [[1.0, 1.0, 1.0, 2.0, 2.0], [3.0] * 4]
+    with pytest.raises(ValueError, match="one advantage per turn"):
+        rule_advantages(lambda r, o, g: [[1.0], [3.0]], turns, [5, 4], ["a", "a"])
+    with pytest.raises(ValueError, match="one row per rollout"):
+        rule_advantages(lambda r, o, g: [[1.0, 2.0]], turns, [5, 4], ["a", "a"])
+    with pytest.raises(ValueError, match="non-finite"):
+        rule_advantages(lambda r, o, g: [[1.0, float("nan")], [3.0]], turns, [5, 4], ["a", "a"])

@@ -1,31 +1,90 @@
 """One RL step's batch: the advantages of one process's samples, computed over every process's
-(:func:`process_advantages`); which groups of it can move the policy at all (:func:`group_signal`); and DAPO's
-dynamic sampling (:class:`DynamicBatch`).  :class:`~venus_utils.rl.igpo_trainer.IGPOTrainer` uses them; they need no
-TRL.
+(:func:`process_advantages`: the library's rule, or a rule written as a function of the turn rewards, such as notebook
+04's advantage cell, :func:`rule_advantages`); which groups of it can move the policy at all (:func:`group_signal`);
+and DAPO's dynamic sampling (:class:`DynamicBatch`).  :class:`~venus_utils.rl.igpo_trainer.IGPOTrainer` uses them;
+they need no TRL.
 """
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 
 from .advantages import compute_turn_advantages
 from .config import IGPOConfig
 
+#: an advantage rule over a batch: each rollout's turn rewards (one per non-final turn; None: no reward of its own),
+#: outcome and group (its question) -> one advantage per turn of each rollout (notebook 04's ``turn_advantages`` cell)
+TurnAdvantages = Callable[[list[list[float | None]], list[float], list[Hashable]], Sequence[Sequence[float]]]
+
 
 def process_advantages(
-    gathered: Sequence[tuple], process_index: int, local_size: int, cfg: IGPOConfig, stats: dict | None = None
+    gathered: Sequence[tuple],
+    process_index: int,
+    local_size: int,
+    cfg: IGPOConfig,
+    stats: dict | None = None,
+    *,
+    turn_advantages: TurnAdvantages | None = None,
+    turns: Sequence[tuple] | None = None,
 ) -> list[list[float]]:
     """Advantages of one process's samples: computed on the gathered batch (every process's
     ``(rewards, length, group, judge score, completion digest)`` in process order), then sliced, so sharding changes
-    nothing.  ``stats`` (if given) also gets the batch's :func:`group_signal`."""
+    nothing.  With ``turn_advantages`` (and ``turns``, each sample's ``(turn rewards, outcome, turn spans)`` gathered
+    the same way) that rule replaces the library's (:func:`rule_advantages`).  ``stats`` (if given) also gets
+    the batch's :func:`group_signal`."""
     rewards, lengths, groups, scores, digests = zip(*gathered) if gathered else ((), (), (), (), ())
-    adv = compute_turn_advantages(
-        list(rewards), list(lengths), list(groups), gamma=cfg.gamma, mode=cfg.norm_mode, eps=cfg.adv_eps, stats=stats
-    )
+    if turn_advantages is None:
+        adv = compute_turn_advantages(
+            list(rewards),
+            list(lengths),
+            list(groups),
+            gamma=cfg.gamma,
+            mode=cfg.norm_mode,
+            eps=cfg.adv_eps,
+            stats=stats,
+        )
+    else:
+        if turns is None or len(turns) != len(gathered):
+            raise ValueError("turn_advantages needs each sample's (turn rewards, outcome, turn spans)")
+        adv = rule_advantages(turn_advantages, turns, lengths, groups)
     if stats is not None:
         stats.update(group_signal(lengths, groups, scores, adv, digests))
     return adv[process_index * local_size : (process_index + 1) * local_size]
+
+
+def turn_spans(prompt_length: int, boundaries: Sequence[int], completion_length: int) -> list[tuple[int, int]]:
+    """``[(start, end), ...]`` in completion tokens of each assistant turn (its tool response included, which the
+    loss masks): from its boundary (an absolute position, after ``prompt_length`` prompt tokens) to the next."""
+    starts = [b - prompt_length for b in boundaries]
+    return list(zip(starts, [*starts[1:], completion_length]))
+
+
+def rule_advantages(
+    rule: TurnAdvantages, turns: Sequence[tuple], lengths: Sequence[int], groups: Sequence[Hashable]
+) -> list[list[float]]:
+    """Token advantages from a ``rule`` over the batch's rollouts with tokens (in batch order): it gets their turn
+    rewards, outcomes and groups (``turns[k]``: ``(turn rewards, outcome, turn spans)``) and returns one advantage
+    per turn of each rollout, which every token of that turn receives.  A failed rollout (no tokens) gets none.  A
+    rule that returns the wrong shape or a non-finite value is an error that says so."""
+    live = [k for k, n in enumerate(lengths) if n > 0]
+    rows = rule([list(turns[k][0]) for k in live], [float(turns[k][1]) for k in live], [groups[k] for k in live])
+    if len(rows) != len(live):
+        raise ValueError(f"turn_advantages gave {len(rows)} rows for {len(live)} rollouts: one row per rollout")
+    adv = [[0.0] * n for n in lengths]
+    for k, row in zip(live, rows):
+        spans, row = turns[k][2], [float(v) for v in row]
+        if len(row) != len(spans):
+            raise ValueError(
+                f"turn_advantages gave {len(row)} values for a rollout of {len(spans)} turns (group {groups[k]!r}): "
+                "one advantage per turn"
+            )
+        if not all(math.isfinite(v) for v in row):
+            raise ValueError(f"turn_advantages gave a non-finite advantage (group {groups[k]!r}): {row}")
+        for (start, end), value in zip(spans, row):
+            adv[k][start:end] = [value] * (end - start)
+    return adv
 
 
 #: an advantage below this (in absolute value) is rounding noise of an all-equal group, not a signal

@@ -41,7 +41,7 @@ from ..eval.judge import JudgeFn
 from ..io import read_jsonl, write_jsonl
 from ..perf import PhaseTimer
 from ..protocol import extract_answer
-from .batch import DynamicBatch, process_advantages
+from .batch import DynamicBatch, TurnAdvantages, process_advantages, turn_spans
 from .config import IGPOConfig
 from .loss import policy_loss, token_logprobs
 from .rewards import Episode, episode_rewards, reward_functions
@@ -143,8 +143,9 @@ class IGPOTrainer(AtomicCheckpoints, GRPOTrainer):
     (:class:`~venus_utils.checkpoints.AtomicCheckpoints`).
 
     ``judge`` scores the final answers (:func:`venus_utils.eval.judge.judge_function`); ``turn_reward`` /
-    ``outcome_reward`` replace DR-Venus's defaults (``reward_mode='igpo'`` only); ``resume_step``: the checkpoint step
-    a rerun resumes from.
+    ``outcome_reward`` replace DR-Venus's rewards and ``turn_advantages`` (a per-group rule,
+    :data:`~.batch.TurnAdvantages`) its advantages (``reward_mode='igpo'`` only: notebook 04's cells);
+    ``resume_step``: the checkpoint step a rerun resumes from.
     """
 
     def __init__(
@@ -159,6 +160,7 @@ class IGPOTrainer(AtomicCheckpoints, GRPOTrainer):
         judge: JudgeFn,
         turn_reward: Callable[[Episode], list] | None = None,
         outcome_reward: Callable[[Episode], float] | None = None,
+        turn_advantages: TurnAdvantages | None = None,
         ref_model=None,
         peft_config=None,
         callbacks=None,
@@ -168,11 +170,12 @@ class IGPOTrainer(AtomicCheckpoints, GRPOTrainer):
         self.rollout_fn, self.judge = rollout_fn, judge
         if peft_config is None and cfg.lora_r:
             peft_config = lora_config(cfg)
-        if cfg.reward_mode == "grpo" and (turn_reward is not None or outcome_reward is not None):
+        if cfg.reward_mode == "grpo" and any(f is not None for f in (turn_reward, outcome_reward, turn_advantages)):
             raise ValueError(
                 "reward_mode='grpo' trains on the judged outcome alone: pass turn_reward / "
-                "outcome_reward only with reward_mode='igpo'"
+                "outcome_reward / turn_advantages only with reward_mode='igpo'"
             )
+        self.turn_advantages = turn_advantages
         default_turn, default_outcome = reward_functions(cfg)
         self.turn_reward, self.outcome_reward = turn_reward or default_turn, outcome_reward or default_outcome
         if not args.gradient_checkpointing and getattr(model, "is_gradient_checkpointing", False):
@@ -311,8 +314,28 @@ class IGPOTrainer(AtomicCheckpoints, GRPOTrainer):
                 for r, n, ep in zip(rewards, lengths, episodes)
             ]
         )
+        turns = None
+        if self.turn_advantages is not None:  # notebook 04's advantage cell: it needs the rewards per turn
+            turns = gather_object(
+                [
+                    (
+                        ep.extra.get("turn_rewards", []),
+                        ep.extra.get("outcome", 0.0),
+                        turn_spans(len(ep.prompt_ids), ep.boundaries, n) if n else [],
+                    )
+                    for ep, n in zip(episodes, lengths)
+                ]
+            )
         stats: dict = dict(sampling)
-        local_adv = process_advantages(everything, self.accelerator.process_index, len(episodes), self.igpo, stats)
+        local_adv = process_advantages(
+            everything,
+            self.accelerator.process_index,
+            len(episodes),
+            self.igpo,
+            stats,
+            turn_advantages=self.turn_advantages,
+            turns=turns,
+        )
 
         prompt_ids = pad(
             [torch.tensor(ep.prompt_ids) for ep in episodes],

@@ -32,6 +32,7 @@ from ..eval import heldout as ho
 from ..paths import RL_STAGE, SETUP_STAGE, SFT_STAGE
 from ..stage import Stage
 from . import analysis
+from .batch import TurnAdvantages
 from .config import IGPOConfig
 from .policy import save_policy
 from .questions import rl_question_file
@@ -41,8 +42,8 @@ from .rollout import make_agent_rollout, unsolved_questions
 STAGE = RL_STAGE
 
 #: IGPOConfig fields that may change when a run is resumed (its step limits and rollout engine)
-#: the reward functions a run can be given (notebook 04's cells); their fingerprints define the run
-REWARD_FUNCTIONS = ("turn_reward", "outcome_reward")
+#: the reward and advantage functions a run can be given (notebook 04's cells); their fingerprints define the run
+REWARD_FUNCTIONS = ("turn_reward", "outcome_reward", "turn_advantages")
 RESUMABLE_FIELDS = {
     "max_steps",
     "gradient_checkpointing",
@@ -80,9 +81,9 @@ def resume_settings(
 ) -> dict[str, Any]:
     """What defines an RL run, for :func:`venus_utils.checkpoints.guard_resume`: the IGPO config without
     :data:`RESUMABLE_FIELDS` (``search_cost`` included), the SFT model, the question pool (before any filter: the
-    filter samples), the filter setting and the reward functions' fingerprints (:func:`~.rewards.reward_fingerprint`
-    of ``turn_reward`` / ``outcome_reward``: notebook 04's reward cells), so an edited reward cell is never trained
-    as a resume of the old rewards nor restored as the old model."""
+    filter samples), the filter setting and the fingerprints (:func:`~.rewards.reward_fingerprint`) of
+    ``turn_reward`` / ``outcome_reward`` / ``turn_advantages`` (notebook 04's cells), so an edited cell is never
+    trained as a resume of the old rules nor restored as the old model."""
     unknown = sorted(set(rewards or {}) - set(REWARD_FUNCTIONS))
     if unknown:
         raise ValueError(f"unknown reward functions {unknown}: a run takes {', '.join(REWARD_FUNCTIONS)}")
@@ -163,12 +164,14 @@ def train_policy(
     max_time_minutes: float | None = None,
     turn_reward: Callable[[Episode], list] | None = None,
     outcome_reward: Callable[[Episode], float] | None = None,
+    turn_advantages: TurnAdvantages | None = None,
 ):
     """:class:`~.igpo_trainer.IGPOTrainer` on ``rows``, rolling out with the agent loop and ``tools`` and scoring
     with ``judge``, trained from ``point`` to the end (:func:`venus_utils.checkpoints.train_to_end`: a finished run
     rerun trains nothing, a stopped one resumes) within ``max_time_minutes``; returns the trainer.
     ``turn_reward`` / ``outcome_reward``: the reward functions (None: ``cfg.reward_mode``'s,
-    :func:`~.rewards.reward_functions`)."""
+    :func:`~.rewards.reward_functions`); ``turn_advantages``: a per-group advantage rule (None: the library's,
+    ``cfg.norm_mode``)."""
     from datasets import Dataset
 
     from .igpo_trainer import IGPOTrainer, grpo_args
@@ -183,6 +186,7 @@ def train_policy(
         judge=judge,
         turn_reward=turn_reward,
         outcome_reward=outcome_reward,
+        turn_advantages=turn_advantages,
         resume_step=point.step,
         callbacks=[time_limit(max_time_minutes)],
     )

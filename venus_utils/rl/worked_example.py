@@ -176,3 +176,22 @@ def library_turn_advantages(
     )
     p0 = [len(ep.prompt_ids) for ep in group]
     return [[adv[b - p] for b in ep.boundaries] for ep, adv, p in zip(group, token_adv, p0, strict=True)]
+
+
+def advantage_table(advantages: Sequence[Sequence[float]], library: Sequence[Sequence[float]]) -> pd.DataFrame:
+    """One row per rollout: what the advantage cell gives each turn beside the library's DR-Venus rule
+    (:func:`library_turn_advantages`), the largest difference and ``differs`` (an edited rule's changes)."""
+    rows = []
+    for i, (ours, theirs) in enumerate(zip(advantages, library, strict=True)):
+        gap = max((abs(a - b) for a, b in zip(ours, theirs, strict=True)), default=0.0)
+        rows.append(
+            {
+                "rollout": i,
+                "turns": len(ours),
+                "advantages (cell)": " ".join(f"{a:+.2f}" for a in ours),
+                "advantages (DR-Venus)": " ".join(f"{b:+.2f}" for b in theirs),
+                "largest difference": gap,
+                "differs": gap > 1e-6,
+            }
+        )
+    return pd.DataFrame(rows)
