@@ -12,7 +12,9 @@ profile (``params/<profile>.yaml``) sets the values of a run and wins over them;
 ``apply_profile`` wins over the profile.  ``summary.json`` records, for every value, where it came from
 (:func:`venus_utils.profiles.settings_record`).
 
-A key in :data:`SHARED` means the same in every notebook that declares it, with one value and one note.
+A key in :data:`SHARED` means the same in every notebook that declares it, with one value and one note.  The
+pipeline checks and runs the notebooks themselves (a cell edited by hand is what Papermill executes, and the run record
+then calls its value "this run"); the test above keeps the shipped cells equal to this module.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ Every value of every section, and every shared key, is checked before the first 
 stages' schemas (:mod:`venus_utils.schemas`), each message naming the file, the section and the key.  A key set twice
 in the file is refused (:class:`UniqueKeyLoader`), naming both lines.
 
-This module knows no stage: the stages import it (:class:`ConfigError`, :func:`settings_record`), and
+This module knows no stage's schema: the stages import it (:class:`ConfigError`, :func:`settings_record`), and
 :mod:`venus_utils.schemas`, above the stages, holds what each stage's settings may be.
 
 A notebook run by hand takes a profile too: with ``profile = "cpu"`` in its parameters cell, the cell after the

@@ -364,5 +364,15 @@ def test_kept_results_pool_like_the_run_folders_they_come_from(tmp_path, capsys)
     from_runs = ho.compare_runs(runs)[columns]
     assert ho.compare_runs(kept)[columns].equals(from_runs)
 
+    assert main(["keep", str(runs[0]), "--out", str(kept[0])]) == 0  # kept again: replaced whole
+    assert read_json(kept[0] / ho.KEPT_MARKER)["run"] == str(runs[0])
+
+    (tmp_path / "empty").mkdir()
+    write_json(tmp_path / "empty" / "summary.json", {})
     assert main(["keep", str(tmp_path / "empty"), "--out", str(tmp_path / "x")]) == 2
-    assert "no held-out results" in capsys.readouterr().err
+    assert "no held-out results" in capsys.readouterr().err and not (tmp_path / "x").exists()  # nothing half-kept
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("not a kept folder")
+    assert main(["keep", str(runs[0]), "--out", str(tmp_path / "mine")]) == 2
+    assert "not written by keep" in capsys.readouterr().err
+    assert (tmp_path / "mine" / "notes.txt").exists()

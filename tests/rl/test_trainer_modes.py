@@ -137,3 +137,20 @@ def test_an_advantage_rule_of_the_wrong_shape_is_an_error_that_says_so():
         rule_advantages(lambda r, o, g: [[1.0, 2.0]], turns, [5, 4], ["a", "a"])
     with pytest.raises(ValueError, match="non-finite"):
         rule_advantages(lambda r, o, g: [[1.0, float("nan")], [3.0]], turns, [5, 4], ["a", "a"])
+
+
+def test_a_rule_s_batch_reports_the_counts_the_library_reports():
+    """With notebook 04's advantage rule the step's metrics still count reward positions and groups (ig_positions)."""
+    from venus_utils.rl.batch import process_advantages
+    from venus_utils.rl.config import IGPOConfig
+
+    turns = [([0.5, None], 1.0, [(0, 2), (2, 4), (4, 5)]), ([-1.0], 1.0, [(0, 3), (3, 4)]), ([], 0.0, [])]
+    gathered = [({}, 5, "a", 1.0, 1), ({}, 4, "a", 1.0, 2), ({}, 0, "b", 0.0, 3)]  # the last one failed: no tokens
+    stats = {}
+
+    def rule(rewards, outcomes, groups):
+        return [[0.0] * (len(x) + 1) for x in rewards]
+
+    process_advantages(gathered, 0, 3, IGPOConfig(), stats, turn_advantages=rule, turns=turns)
+    assert (stats["num_ig_positions"], stats["num_samples"], stats["num_groups"]) == (2, 2, 1)
+    assert stats["all_same_outcome_groups"] == 1 and stats["groups_with_signal"] == 0.0

@@ -31,7 +31,7 @@ from ..agent import AgentConfig, load_backend
 from ..agent.batch import run_file_async
 from ..agent.settings import AgentSettings, model_agent_settings
 from ..aio import run_coroutine
-from ..io import atomic_path, read_json, write_json
+from ..io import atomic_dir, atomic_path, read_json, write_json
 from ..paths import RL_STAGE, SFT_STAGE
 from ..questions import load_questions, made_with, stratified_sample
 from ..tools import make_toolbox
@@ -324,7 +324,9 @@ def compare(baseline: pd.DataFrame, other: pd.DataFrame) -> dict[str, Any]:
 
 #: the columns a kept result holds: enough to pair, pool and break down (no rollouts, no page text)
 KEPT_COLUMNS = ("id", "sample", "question", "answer", "prediction", "correct", "em", "f1", "turns", "judge")
+KEPT_COLUMNS += ("judge_method",)  # which answers the offline fallback judged when the LLM judge failed
 KEPT_FILES = ("summary.json", "arms.json", "profile.yaml")
+KEPT_MARKER = "kept.json"  # what says a folder was written by keep_results, which may then replace it
 
 
 def keep_results(run_dir: str | Path, out_dir: str | Path) -> list[Path]:
@@ -336,28 +338,28 @@ def keep_results(run_dir: str | Path, out_dir: str | Path) -> list[Path]:
     run, out = Path(run_dir), Path(out_dir)
     if run.resolve() == out.resolve():
         raise ValueError(f"--out {out}: the run folder itself")
-    written = []
+    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / KEPT_MARKER).is_file())):
+        raise ValueError(f"--out {out}: exists and was not written by keep; choose another folder")
     tables = [run / rel for rel in SCORED.values()] + sorted(run.glob(f"{SFT_STAGE}/validation_*.parquet"))
-    for path in tables:
-        if not path.is_file():
-            continue
-        scored = load_scored(path)
-        keep = [c for c in (*KEPT_COLUMNS, *META_COLUMNS) if c in scored.columns]
-        target = out / path.relative_to(run)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with atomic_path(target) as tmp:
-            scored[keep].to_parquet(tmp, index=False)
-        written.append(target)
-    for name in KEPT_FILES:
-        for path in [run / name, *sorted(run.glob(f"*/{name}"))]:
-            if path.is_file() and path.parent.name != "book":
-                target = out / path.relative_to(run)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                with atomic_path(target) as tmp:
-                    Path(tmp).write_bytes(path.read_bytes())
-                written.append(target)
-    if not any(t.suffix == ".parquet" for t in written):
+    tables = [path for path in tables if path.is_file()]
+    if not tables:
         raise FileNotFoundError(f"{run}: no held-out results to keep ({', '.join(SCORED.values())})")
+    files = [path for name in KEPT_FILES for path in [run / name, *sorted(run.glob(f"*/{name}"))] if path.is_file()]
+    written = []
+    with atomic_dir(out) as tmp:  # all of it or nothing; an earlier keep into the same folder is replaced whole
+        for path in tables:
+            scored = load_scored(path)
+            keep = [c for c in (*KEPT_COLUMNS, *META_COLUMNS) if c in scored.columns]
+            target = Path(tmp) / path.relative_to(run)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            scored[keep].to_parquet(target, index=False)
+            written.append(out / path.relative_to(run))
+        for path in files:
+            target = Path(tmp) / path.relative_to(run)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(path.read_bytes())
+            written.append(out / path.relative_to(run))
+        write_json(Path(tmp) / KEPT_MARKER, {"run": str(run), "files": [str(w.relative_to(out)) for w in written]})
     return written
 
 

@@ -7,20 +7,20 @@
     python -m venus_utils.rl train --params params/cpu.yaml --set dynamic_sampling=true --out runs/cpu/04_igpo_rl_ds
     python -m venus_utils.rl arms --params params/cpu.yaml [--arms igpo,grpo]   # both arms, then compared
 
-It reads the ``04_igpo_rl`` parameters (notebook defaults < profile < ``--set``), starts from
-``03_sft_unsloth/model``, rolls out with the offline world's tools (``00_setup/world``) or the web tools, and trains
-with :class:`venus_utils.rl.igpo_trainer.IGPOTrainer` and DR-Venus's default turn / outcome rewards (plus the
-notebook's optional ``search_cost``), or with ``--set reward_mode=grpo`` the outcome-only GRPO baseline: the same SFT
-model, seed, questions and budget, only the rewards differ.  Give that arm its own ``--out`` folder (relative paths are
-taken from the working directory: run from the repository root) so that both arms sit side by side in the run
-folder (:data:`venus_utils.eval.heldout.RL_ARMS` lists the folders notebooks 04 and 05 compare); a folder's
-checkpoints are never resumed with other settings.  Every process rolls out its share of
-each step's ``prompts_per_step x num_generations`` episodes; advantages are computed over the gathered batch.  It
-writes ``model/`` (with a ``README.md`` model card), ``metrics.jsonl``, ``episodes.jsonl``, the newest
-``checkpoint-N/`` folders (``save_total_limit``) and ``summary.json``; a rerun resumes from the newest checkpoint.
-The RL questions are ``train_qa`` (the paper profile: REDSearcher's RL set, verl parquet), else the offline world's
-RL split ``qa/rl.parquet`` (else its ``qa/train.parquet``).  When the run has a held-out set (notebook 03 draws it),
-the SFT and RL models are scored on it greedily, as in notebook 04 (``heldout_rl.parquet`` and the summary).
+It reads the ``04_igpo_rl`` parameters (the lesson's values of :mod:`venus_utils.defaults`, as in the notebook <
+profile < ``--set``), starts from ``03_sft_unsloth/model``, rolls out with the offline world's tools
+(``00_setup/world``) or the web tools, and trains with :class:`venus_utils.rl.igpo_trainer.IGPOTrainer` and DR-Venus's
+default turn / outcome rewards (plus the notebook's optional ``search_cost``), or with ``--set reward_mode=grpo`` the
+outcome-only GRPO baseline: the same SFT model, seed, questions and budget, only the rewards differ. Give that arm its
+own ``--out`` folder (relative paths are taken from the working directory: run from the repository root) so that both
+arms sit side by side in the run folder (:data:`venus_utils.eval.heldout.RL_ARMS` lists the folders notebooks 04 and 05
+compare); a folder's checkpoints are never resumed with other settings. Every process rolls out its share of each
+step's ``prompts_per_step x num_generations`` episodes; advantages are computed over the gathered batch. It writes
+``model/`` (with a ``README.md`` model card), ``metrics.jsonl``, ``episodes.jsonl``, the newest ``checkpoint-N/``
+folders (``save_total_limit``) and ``summary.json``; a rerun resumes from the newest checkpoint. The RL questions are
+``train_qa`` (the paper profile: REDSearcher's RL set, verl parquet), else the offline world's RL split
+``qa/rl.parquet`` (else its ``qa/train.parquet``). When the run has a held-out set (notebook 03 draws it), the SFT and
+RL models are scored on it greedily, as in notebook 04 (``heldout_rl.parquet`` and the summary).
 """
 
 from __future__ import annotations

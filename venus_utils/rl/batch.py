@@ -49,6 +49,8 @@ def process_advantages(
         if turns is None or len(turns) != len(gathered):
             raise ValueError("turn_advantages needs each sample's (turn rewards, outcome, turn spans)")
         adv = rule_advantages(turn_advantages, turns, lengths, groups)
+        if stats is not None:  # what the library's rule reports of a batch (a rule has no IG scale of its own)
+            stats.update(rule_statistics(turns, lengths, groups))
     if stats is not None:
         stats.update(group_signal(lengths, groups, scores, adv, digests))
     return adv[process_index * local_size : (process_index + 1) * local_size]
@@ -59,6 +61,21 @@ def turn_spans(prompt_length: int, boundaries: Sequence[int], completion_length:
     loss masks): from its boundary (an absolute position, after ``prompt_length`` prompt tokens) to the next."""
     starts = [b - prompt_length for b in boundaries]
     return list(zip(starts, [*starts[1:], completion_length]))
+
+
+def rule_statistics(turns: Sequence[tuple], lengths: Sequence[int], groups: Sequence[Hashable]) -> dict[str, int]:
+    """The batch counts :func:`~.advantages.compute_turn_advantages` reports, for a batch a rule scored: turn reward
+    positions, rollouts with tokens, groups, and groups of two or more whose outcomes are all the same."""
+    live = [k for k, n in enumerate(lengths) if n > 0]
+    outcomes: dict[Hashable, list[float]] = defaultdict(list)
+    for k in live:
+        outcomes[groups[k]].append(float(turns[k][1]))
+    return {
+        "num_ig_positions": sum(r is not None for k in live for r in turns[k][0]),
+        "num_samples": len(live),
+        "all_same_outcome_groups": sum(1 for v in outcomes.values() if len(v) > 1 and len(set(v)) == 1),
+        "num_groups": len(outcomes),
+    }
 
 
 def rule_advantages(

@@ -143,7 +143,7 @@ class IGPOTrainer(AtomicCheckpoints, GRPOTrainer):
     (:class:`~venus_utils.checkpoints.AtomicCheckpoints`).
 
     ``judge`` scores the final answers (:func:`venus_utils.eval.judge.judge_function`); ``turn_reward`` /
-    ``outcome_reward`` replace DR-Venus's rewards and ``turn_advantages`` (a per-group rule,
+    ``outcome_reward`` replace DR-Venus's rewards and ``turn_advantages`` (a rule over the step's whole batch,
     :data:`~.batch.TurnAdvantages`) its advantages (``reward_mode='igpo'`` only: notebook 04's cells);
     ``resume_step``: the checkpoint step a rerun resumes from.
     """

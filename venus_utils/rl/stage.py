@@ -170,8 +170,8 @@ def train_policy(
     with ``judge``, trained from ``point`` to the end (:func:`venus_utils.checkpoints.train_to_end`: a finished run
     rerun trains nothing, a stopped one resumes) within ``max_time_minutes``; returns the trainer.
     ``turn_reward`` / ``outcome_reward``: the reward functions (None: ``cfg.reward_mode``'s,
-    :func:`~.rewards.reward_functions`); ``turn_advantages``: a per-group advantage rule (None: the library's,
-    ``cfg.norm_mode``)."""
+    :func:`~.rewards.reward_functions`); ``turn_advantages``: an advantage rule over the step's batch (None: the
+    library's, ``cfg.norm_mode``)."""
     from datasets import Dataset
 
     from .igpo_trainer import IGPOTrainer, grpo_args
