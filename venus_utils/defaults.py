@@ -20,6 +20,7 @@ then calls its value "this run"); the test above keeps the shipped cells equal t
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import sys
 from dataclasses import dataclass
@@ -254,11 +255,7 @@ def lesson_params(stage: str) -> list[Param]:
 
 def stage_defaults(stage: str) -> dict[str, Any]:
     """``{name: lesson value}`` of ``stage`` (what its notebook runs with where no profile sets a value)."""
-    return {p.name: _copy(p.value) for p in lesson_params(stage)}
-
-
-def _copy(value: Any) -> Any:
-    return json.loads(json.dumps(value)) if isinstance(value, (list, dict)) else value
+    return {p.name: copy.deepcopy(p.value) for p in lesson_params(stage)}
 
 
 def literal(value: Any) -> str:
@@ -295,18 +292,28 @@ def parameters_cell(stage: str) -> str:
     return "\n".join(lines)
 
 
+def _cell_of(nb: dict) -> dict:
+    return next(c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", []))
+
+
+def stale_cells(notebooks_dir: str | Path | None = None) -> dict[str, tuple[Path, dict]]:
+    """``{stage: (notebook path, its JSON)}`` of the notebooks whose ``parameters`` cell differs from
+    :func:`parameters_cell`."""
+    stale = {}
+    for stage in STAGE_DEFAULTS:
+        path = Path(notebooks_dir or NOTEBOOKS_DIR) / f"{stage}.ipynb"
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        if "".join(_cell_of(nb)["source"]) != parameters_cell(stage):
+            stale[stage] = (path, nb)
+    return stale
+
+
 def write_cells(notebooks_dir: str | Path | None = None) -> list[Path]:
     """Rewrite the ``parameters`` cell of every notebook this module describes whose cell differs; returns those
     rewritten (the rest of each file is kept byte for byte: nbformat 4, one-space indent)."""
     changed = []
-    for stage in STAGE_DEFAULTS:
-        path = Path(notebooks_dir or NOTEBOOKS_DIR) / f"{stage}.ipynb"
-        nb = json.loads(path.read_text(encoding="utf-8"))
-        cell = next(c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", []))
-        source = parameters_cell(stage)
-        if "".join(cell["source"]) == source:
-            continue
-        cell["source"] = source.splitlines(keepends=True)
+    for stage, (path, nb) in stale_cells(notebooks_dir).items():
+        _cell_of(nb)["source"] = parameters_cell(stage).splitlines(keepends=True)
         with atomic_path(path) as tmp:
             Path(tmp).write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
         changed.append(path)
@@ -323,12 +330,7 @@ def main(argv: list[str] | None = None) -> int:
         for path in write_cells():
             print(f"rewrote the parameters cell of {path}")
         return 0
-    stale = []
-    for stage in STAGE_DEFAULTS:
-        nb = json.loads((NOTEBOOKS_DIR / f"{stage}.ipynb").read_text(encoding="utf-8"))
-        cell = next(c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", []))
-        if "".join(cell["source"]) != parameters_cell(stage):
-            stale.append(stage)
+    stale = stale_cells()
     print("parameters cells that differ from venus_utils/defaults.py: " + (", ".join(stale) or "none"))
     return 1 if stale else 0
 
