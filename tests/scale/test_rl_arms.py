@@ -61,9 +61,11 @@ def test_grpo_arm_refuses_a_search_cost(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_both_arms_from_the_same_sft_model_each_in_its_own_folder(micro_run, tmp_path):
+@pytest.mark.parametrize("parallel", [False, True], ids=["one-after-the-other", "parallel"])
+def test_both_arms_from_the_same_sft_model_each_in_its_own_folder(micro_run, tmp_path, parallel):
     """``python -m venus_utils.rl arms``: IGPO in 04_igpo_rl and the outcome-only GRPO arm in 04_igpo_rl_grpo, from the
-    same SFT model, questions, seed and budget (issue 21: one command for both arms), then their comparison."""
+    same SFT model, questions, seed and budget (issue 21: one command for both arms), then their comparison; with
+    ``--parallel`` the two arms train at once, each in a process of its own with its log beside its folder."""
     run = tmp_path / "run"
     shutil.copytree(micro_run, run, symlinks=True)
     shutil.copytree(run / "00_setup" / "tiny_model", run / "03_sft_unsloth" / "model")  # stands in for the SFT model
@@ -88,6 +90,7 @@ def test_both_arms_from_the_same_sft_model_each_in_its_own_folder(micro_run, tmp
             "max_turns=2",
             "--set",
             "max_tokens_per_turn=16",
+            *(["--parallel"] if parallel else []),
         ],
         timeout=600,
     )
@@ -97,6 +100,15 @@ def test_both_arms_from_the_same_sft_model_each_in_its_own_folder(micro_run, tmp
     igpo = json.loads((run / "04_igpo_rl" / "summary.json").read_text())
     assert igpo["reward_mode"] == "igpo" and igpo["steps"] == 1 and igpo["rl_questions"] == summary["rl_questions"]
     arms = json.loads((run / "arms.json").read_text())
+    assert arms["training"]["parallel"] is parallel and set(arms["training"]["wall_seconds"]) == {"IGPO", "GRPO"}
+    logs = {name: run / f"{name}.log" for name in ("04_igpo_rl", "04_igpo_rl_grpo")}
+    if parallel:  # each arm's own output, ending with its last line
+        assert (
+            "1 steps (igpo)" in logs["04_igpo_rl"].read_text()
+            and "1 steps (grpo)" in logs["04_igpo_rl_grpo"].read_text()
+        )
+    else:
+        assert not any(log.exists() for log in logs.values())
     assert [(c["baseline"], c["model"]) for c in arms["comparisons"]] == [
         ("SFT", "RL (IGPO)"),
         ("SFT", "RL (GRPO)"),
@@ -116,3 +128,17 @@ def test_both_arms_from_the_same_sft_model_each_in_its_own_folder(micro_run, tmp
         and "| profile | smoke |" in card
     )
     assert [p.relative_to(out).as_posix() for p in out.rglob("README.md")] == ["model/README.md"]
+
+
+def test_parallel_arms_that_fail_are_named_with_the_end_of_their_logs(tmp_path, capsys):
+    """``rl arms --parallel``: an arm whose process fails (here: the run folder is empty) is named with its exit code,
+    its log and the log's last lines; the command exits 2 without a traceback."""
+    from venus_utils.rl.__main__ import main as rl_main
+
+    argv = ["arms", "--parallel", "--params", str(REPO_ROOT / "params" / "smoke.yaml"), "--run-dir", str(tmp_path)]
+    assert rl_main(argv) == 2
+    err = capsys.readouterr().err
+    assert "arms that failed" in err and "IGPO (exit code 2" in err and "GRPO (exit code 2" in err
+    assert "Run notebooks/00_setup.ipynb first" in err and "Traceback" not in err
+    assert (tmp_path / "04_igpo_rl.log").exists() and (tmp_path / "04_igpo_rl_grpo.log").exists()
+    assert not (tmp_path / "arms.json").exists()

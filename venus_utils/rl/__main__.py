@@ -6,6 +6,7 @@
     python -m venus_utils.rl train --params params/cpu.yaml --set reward_mode=grpo --out runs/cpu/04_igpo_rl_grpo
     python -m venus_utils.rl train --params params/cpu.yaml --set dynamic_sampling=true --out runs/cpu/04_igpo_rl_ds
     python -m venus_utils.rl arms --params params/cpu.yaml [--arms igpo,grpo]   # both arms, then compared
+    python -m venus_utils.rl arms --params params/cpu.yaml --parallel           # both at once, one process each
 
 It reads the ``04_igpo_rl`` parameters (the lesson's values of :mod:`venus_utils.defaults`, as in the notebook <
 profile < ``--set``), starts from ``03_sft_unsloth/model``, rolls out with the offline world's tools
@@ -26,7 +27,11 @@ RL models are scored on it greedily, as in notebook 04 (``heldout_rl.parquet`` a
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
 import sys
+import time
+from pathlib import Path
 
 from ..cli import parse_sets, run_cli, stage_params
 from ..distributed import is_main_process, world_size
@@ -141,6 +146,59 @@ def _arm_choices(p: argparse.ArgumentParser) -> None:
         default="igpo,grpo",
         help=f"comma-separated arms to train from the run's one SFT model ({', '.join(ARMS)}; default igpo,grpo)",
     )
+    p.add_argument(
+        "--parallel",
+        action="store_true",
+        help="train the arms at once, one process each with an equal share of the CPU threads (a tiny model's "
+        "rollouts gain little from a second thread); each arm's output goes to <run-dir>/<arm folder>.log",
+    )
+
+
+def cpu_threads() -> int:
+    """The CPU cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def _train_in_parallel(params: str, run: Path, jobs: list[tuple[str, Path, list[str]]]) -> dict[str, float]:
+    """``python -m venus_utils.rl train`` for each ``(label, folder, --set values)`` of ``jobs`` at once, each in a
+    process of its own with ``cpu_threads() // len(jobs)`` threads, its output in ``<folder>.log``.  Waits for all
+    of them (a failed arm does not stop the others: their checkpoints are kept); raises naming each failed arm and
+    the end of its log.  Returns each arm's wall seconds."""
+    if world_size() > 1:
+        raise ValueError("--parallel starts one process per arm: under a multi-process launcher, leave it out")
+    threads = max(1, cpu_threads() // len(jobs))
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    started, procs = time.perf_counter(), {}
+    try:
+        for label, out, sets in jobs:
+            log = out.parent / f"{out.name}.log"
+            cmd = [sys.executable, "-m", "venus_utils.rl", "train", "--params", params, "--run-dir", str(run)]
+            cmd += ["--out", str(out), *(x for s in sets for x in ("--set", s))]
+            with open(log, "w", encoding="utf-8") as fh:  # the child holds its own handle
+                procs[label] = (subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env), log)
+            pid = procs[label][0].pid
+            print(f"[arms] {label}: training in process {pid} ({threads} threads), log {log}", flush=True)
+        seconds, failed = {}, []
+        while len(seconds) < len(procs):
+            for label, (proc, log) in procs.items():
+                if label not in seconds and proc.poll() is not None:
+                    seconds[label] = round(time.perf_counter() - started, 1)
+                    minutes = seconds[label] / 60
+                    print(f"[arms] {label}: exit code {proc.returncode} after {minutes:.1f} min", flush=True)
+                    if proc.returncode != 0:
+                        tail = "\n".join(log.read_text(encoding="utf-8", errors="replace").splitlines()[-15:])
+                        failed.append(f"{label} (exit code {proc.returncode}; {log}):\n{tail}")
+            time.sleep(2)
+    finally:  # interrupted: stop the arms still running (each resumes from its newest checkpoint)
+        for proc, _ in procs.values():
+            if proc.poll() is None:
+                proc.terminate()
+    if failed:
+        raise ValueError("arms that failed: " + "\n".join(failed))
+    return seconds
 
 
 def arms(args: argparse.Namespace) -> dict:
@@ -157,13 +215,22 @@ def arms(args: argparse.Namespace) -> dict:
         raise ValueError("--out: each arm has its own folder (eval.heldout.RL_ARMS); give --run-dir instead")
     _, profile = stage_params(args.params, STAGE, parse_sets(args.sets))
     run = resolve_run_dir(args.run_dir or f"runs/{profile}")
+    jobs = []
     for arm in chosen:
         label, sets = ARMS[arm]
         overrides = [*args.sets, *(f"{k}={'true' if v is True else v}" for k, v in sets.items())]
-        print(f"[arms] {label}: {run / ho.RL_ARMS[label]}", flush=True)
-        train(
-            argparse.Namespace(params=args.params, run_dir=str(run), out=str(run / ho.RL_ARMS[label]), sets=overrides)
-        )
+        jobs.append((label, run / ho.RL_ARMS[label], overrides))
+    parallel = bool(args.parallel and len(jobs) > 1)
+    if parallel:
+        seconds = _train_in_parallel(args.params, run, jobs)
+    else:
+        seconds, started = {}, time.perf_counter()
+        for label, out, overrides in jobs:
+            print(f"[arms] {label}: {out}", flush=True)
+            train(argparse.Namespace(params=args.params, run_dir=str(run), out=str(out), sets=overrides))
+            seconds[label] = round(time.perf_counter() - started, 1)
+    # how the arms ran: wall seconds from the start of the first arm to the end of each (a finished arm: ~0)
+    timing = {"parallel": parallel, "cpu_threads": cpu_threads(), "wall_seconds": seconds}
     rows = []
     pairs = [("SFT", f"RL ({ARMS[a][0]})") for a in chosen]
     if {"igpo", "grpo"} <= set(chosen):
@@ -174,7 +241,7 @@ def arms(args: argparse.Namespace) -> dict:
         except FileNotFoundError as exc:  # no held-out set in this run (notebook 03 draws it): nothing to pair
             found = [{"error": str(exc)}]
         rows += [{"baseline": baseline, "model": model, **row} for row in found]
-    result = {"run": str(run), "arms": chosen, "comparisons": rows}
+    result = {"run": str(run), "arms": chosen, "training": timing, "comparisons": rows}
     if is_main_process():
         write_json(run / "arms.json", result)
         for r in rows:
