@@ -65,6 +65,7 @@ def test_secrets_from_dotenv_and_redaction(tmp_path, monkeypatch):
 def test_describe_machine_and_profile_suggestion():
     info = env.describe_machine()
     assert info["cpu_count"] >= 1 and "version_torch" in info
+    assert isinstance(info["cpu_bf16_native"], bool) and "cpu_model" in info
     json.dumps(info)
     assert env.suggest_profile({"cuda_available": False, "cpu_count": 2}) == "cpu"
     assert env.suggest_profile({"cuda_available": True, "gpu_memory_gb": 15}) == "colab"

@@ -19,6 +19,7 @@ import psutil
 from dotenv import load_dotenv
 
 from .paths import REPO_ROOT
+from .perf import cpu_bf16_native, cpu_model
 
 #: Environment variables that hold secrets (DR-Venus's names, so existing setups keep working).
 SECRET_VARS = (
@@ -122,7 +123,11 @@ def describe_machine() -> dict:
     info: dict = {
         "python": platform.python_version(),
         "platform": f"{platform.system()} {platform.machine()}",
+        "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
+        # bf16 dot products in hardware: precision "auto" trains in bf16 here, else fp32 (so two machines that
+        # differ in this train the same seed to different weights)
+        "cpu_bf16_native": cpu_bf16_native(),
         "torch_threads": torch.get_num_threads(),
         "cuda_available": torch.cuda.is_available(),
         "cuda_version": torch.version.cuda,

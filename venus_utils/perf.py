@@ -15,16 +15,27 @@ from dataclasses import dataclass
 from typing import Any
 
 
-def cpu_flags() -> set[str]:
-    """The processor's feature flags (Linux ``/proc/cpuinfo``; empty elsewhere)."""
+def _cpuinfo_field(name: str) -> str | None:
+    """The first ``name`` line of Linux ``/proc/cpuinfo`` (None elsewhere)."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as fh:
             for line in fh:
-                if line.startswith("flags"):
-                    return set(line.split(":", 1)[1].split())
+                key, _, value = line.partition(":")
+                if key.strip() == name:
+                    return value.strip()
     except OSError:
         pass
-    return set()
+    return None
+
+
+def cpu_flags() -> set[str]:
+    """The processor's feature flags (Linux ``/proc/cpuinfo``; empty elsewhere)."""
+    return set((_cpuinfo_field("flags") or "").split())
+
+
+def cpu_model() -> str | None:
+    """The processor's model name (Linux ``/proc/cpuinfo``; None elsewhere)."""
+    return _cpuinfo_field("model name")
 
 
 def cpu_bf16_native() -> bool:
