@@ -191,6 +191,27 @@ def test_why_no_gain_pairs_questions_and_counts_flat_groups():
     assert pd.isna(why_no_gain({}, pd.DataFrame())["value"]["held-out questions"])
 
 
+def test_ig_by_tool_splits_gains_by_tool_and_outcome():
+    import pandas as pd
+
+    from venus_utils.rl.analysis import ig_by_tool
+
+    episodes = pd.DataFrame(
+        {
+            # the final (answer) turn has no gain; None: a turn the tool filter did not score
+            "tool_names": [["search", "visit", None], ["search", "visit", "visit", None], ["search", None]],
+            "info_gain": [[2.0, -1.0], [1.0, -3.0, None], [0.5]],
+            "judge_score": [1.0, 0.0, 0.0],
+        }
+    )
+    table = ig_by_tool(episodes).set_index(["tool", "episode"])
+    assert table.loc[("visit", "all"), "turns"] == 2 and table.loc[("visit", "all"), "mean_ig"] == -2.0
+    assert table.loc[("visit", "right"), "share_negative"] == 1.0
+    assert table.loc[("search", "wrong"), "turns"] == 2 and table.loc[("search", "wrong"), "mean_ig"] == 0.75
+    assert table.loc[("search", "right"), "median_ig"] == 2.0 and table.loc[("search", "all"), "share_negative"] == 0
+    assert len(ig_by_tool(pd.DataFrame())) == 0
+
+
 def test_unsolved_questions_keeps_what_the_policy_does_not_always_solve(monkeypatch):
     from venus_utils.rl import rollout
     from venus_utils.rl.questions import rl_rows

@@ -1,8 +1,8 @@
 """What an RL run did, from the files it wrote: the per-step table and figure, the episodes, why the held-out gain
 is what it is, and the IGPO / outcome-only GRPO arms of a run folder side by side (notebook 04, sections 5-8).
 
-- :func:`summarize_steps` (``metrics.jsonl``), :func:`episodes_frame` / :func:`ig_by_turn` (``episodes.jsonl``) and
-  :func:`training_figure`: what happened during training;
+- :func:`summarize_steps` (``metrics.jsonl``), :func:`episodes_frame` / :func:`ig_by_turn` / :func:`ig_by_tool`
+  (``episodes.jsonl``) and :func:`training_figure`: what happened during training;
 - :func:`why_no_gain`: the measured reasons for a small RL gain, as one table;
 - :func:`arms` / :func:`arms_figure`: the RL arms of a run folder (:data:`venus_utils.eval.heldout.RL_ARMS`) and
   their comparison.
@@ -90,6 +90,34 @@ def ig_by_turn(episodes: pd.DataFrame) -> pd.DataFrame:
         if g is not None
     ]
     return pd.DataFrame(rows, columns=["step", "turn", "ig"])
+
+
+def ig_by_tool(episodes: pd.DataFrame) -> pd.DataFrame:
+    """Information gain by the tool a turn called and by how its episode ended: per (tool, episode) the number of
+    turns, the mean and median gain and the share of turns whose gain is negative (the answer got less likely).
+
+    ``info_gain[t]`` belongs to turn ``t`` (``tool_names[t]``); a turn the tool filter did not score (None) is left
+    out. A tool whose mean is negative is one IGPO's turn-level advantages push the policy away from.
+    """
+    rows = [
+        {
+            "tool": tool or "(no tool call)",
+            "episode": "right" if float(e.judge_score) >= 1.0 else "wrong",
+            "ig": float(g),
+        }
+        for e in episodes.itertuples()
+        for tool, g in zip(e.tool_names, e.info_gain)
+        if g is not None
+    ]
+    columns = ["tool", "episode", "turns", "mean_ig", "median_ig", "share_negative"]
+    if not rows:
+        return pd.DataFrame(columns=columns)
+    long = pd.DataFrame(rows)
+    both = pd.concat([long, long.assign(episode="all")])
+    table = both.groupby(["tool", "episode"])["ig"].agg(
+        turns="size", mean_ig="mean", median_ig="median", share_negative=lambda v: float((v < 0).mean())
+    )
+    return table.reset_index()[columns]
 
 
 def training_figure(metrics: pd.DataFrame, episodes: pd.DataFrame, path: str | Path | None = None):
