@@ -142,6 +142,8 @@ STAGE_DEFAULTS: dict[str, tuple[str | Param, ...]] = {
         P("save_steps", 20, "checkpoint every N steps; a rerun resumes from the last one (DR-Venus: 100)"),
         P("eval_steps", 20, "validation loss every N steps (DR-Venus: 100)"),
         P("val_rows_limit", 64, "validation trajectories used for the validation loss (None: all)"),
+        P("converged_eval_loss", None, "flag the run as not converged when its last validation loss is above this "
+                                       "(cpu-hard: 0.01; None: no verdict)"),
         "heldout_n",
         P("heldout_n_before", 8, "how many of them the untrained model answers too (it fails them all: a subset is "
                                  "enough)"),

@@ -125,6 +125,7 @@ PARAMETERS: dict[str, dict[str, Setting]] = {
     SFT_STAGE: {  # the training settings: SFTConfig (STAGE_CONFIGS)
         "base_model": _PATH,
         "val_rows_limit": Setting(int | None, NON_NEGATIVE),
+        "converged_eval_loss": Setting(float | None, POSITIVE),
         "heldout_n_before": _COUNT,
         "judge_kind": _JUDGE,
         "eval_max_turns": _AT_LEAST_ONE,

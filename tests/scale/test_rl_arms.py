@@ -132,12 +132,17 @@ def test_both_arms_from_the_same_sft_model_each_in_its_own_folder(micro_run, tmp
 
 def test_parallel_arms_that_fail_are_named_with_the_end_of_their_logs(tmp_path, capsys):
     """``rl arms --parallel``: an arm whose process fails (here: the run folder is empty) is named with its exit code,
-    its log and the log's last lines; the command exits 2 without a traceback."""
+    its log and the log's last lines; the command exits 2 without a traceback.  An SFT model whose summary says it
+    did not converge is named before the arms start."""
     from venus_utils.rl.__main__ import main as rl_main
 
+    (tmp_path / "03_sft_unsloth").mkdir()
+    budget = {"eval_loss_last": 0.0701, "converged_eval_loss": 0.01, "converged": False}
+    (tmp_path / "03_sft_unsloth" / "summary.json").write_text(json.dumps({"training_budget": budget}))
     argv = ["arms", "--parallel", "--params", str(REPO_ROOT / "params" / "smoke.yaml"), "--run-dir", str(tmp_path)]
     assert rl_main(argv) == 2
-    err = capsys.readouterr().err
+    out, err = capsys.readouterr()
+    assert "[arms] WARNING: SFT has not converged: validation loss 0.0701 > 0.01" in out
     assert "arms that failed" in err and "IGPO (exit code 2" in err and "GRPO (exit code 2" in err
     assert "Run notebooks/00_setup.ipynb first" in err and "Traceback" not in err
     assert (tmp_path / "04_igpo_rl.log").exists() and (tmp_path / "04_igpo_rl_grpo.log").exists()

@@ -35,6 +35,7 @@ def test_training_budget():
         {"steps": 100, "wall_s": 600, "tokens_per_s": 5000}, train_rows=400, global_batch_size=8, mean_tokens=1000.04
     )
     assert out == {
+        "eval_loss_last": None,
         "optimizer_steps": 100,
         "trajectories_seen": 800,
         "epochs": 2.0,
@@ -45,6 +46,21 @@ def test_training_budget():
     logs = [{"loss": 4.0 - 0.5 * i} for i in range(8)] + [{"eval_loss": 1.0}]
     trend = training_budget({"steps": 8}, 10, 1, 5.0, logs)
     assert (trend["loss_at_50%"], trend["loss_at_75%"], trend["loss_at_end"]) == (2.0, 1.0, 0.5)
+
+
+def test_convergence_verdict_from_the_last_validation_loss():
+    from venus_utils.sft.diagnostics import convergence_note
+
+    def verdict(eval_loss, target=0.01):
+        return training_budget({"steps": 10, "eval_loss_last": eval_loss}, 10, 1, 5.0, converged_eval_loss=target)
+
+    done, failed = verdict(0.0019), verdict(0.0701)  # cpu-hard seed 10 and seed 11
+    assert (done["converged"], done["eval_loss_last"]) == (True, 0.0019) and convergence_note(done) is None
+    assert failed["converged"] is False and failed["converged_eval_loss"] == 0.01
+    assert "0.0701 > 0.01" in convergence_note(failed)
+    assert verdict(0.01)["converged"] is True  # at the line counts as converged
+    assert verdict(None)["converged"] is None and convergence_note(verdict(None)) is None  # no validation loss
+    assert "converged" not in verdict(0.5, target=None)  # no target: no verdict
 
 
 def _record(index, gt, prediction, tool_body, query="Kalo Group"):

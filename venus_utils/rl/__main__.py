@@ -37,7 +37,9 @@ from ..cli import parse_sets, run_cli, stage_params
 from ..distributed import is_main_process, world_size
 from ..eval import heldout as ho
 from ..eval.judge import Judge, judge_function
-from ..io import write_json
+from ..io import read_json, write_json
+from ..paths import SFT_STAGE
+from ..sft.diagnostics import convergence_note
 from ..stage import Stage, resolve_run_dir
 from ..tools import make_toolbox
 from .config import IGPOConfig
@@ -215,6 +217,10 @@ def arms(args: argparse.Namespace) -> dict:
         raise ValueError("--out: each arm has its own folder (eval.heldout.RL_ARMS); give --run-dir instead")
     _, profile = stage_params(args.params, STAGE, parse_sets(args.sets))
     run = resolve_run_dir(args.run_dir or f"runs/{profile}")
+    sft_summary = run / SFT_STAGE / "summary.json"
+    note = convergence_note(read_json(sft_summary).get("training_budget") or {}) if sft_summary.is_file() else None
+    if note:  # a warning, not a refusal: RL from such a model is a legitimate (if unpromising) experiment
+        print(f"[arms] WARNING: {note}", flush=True)
     jobs = []
     for arm in chosen:
         label, sets = ARMS[arm]
