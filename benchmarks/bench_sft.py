@@ -12,7 +12,8 @@ level before it; CPU torch has no allocator statistics).
 - ``naive_max_length``: what DR-Venus's verl dataset does: pad every trajectory to ``max_length``, full logits,
   the model's own loss (the baseline);
 - ``naive_padded``: pad to the longest of the batch, full logits (TRL's default collator);
-- ``grouped`` (the recipe's CPU choice): length-grouped batches + logits only on the trained positions;
+- ``grouped`` (the recipe's CPU choice): length-grouped batches + logits only on the trained positions, widths and
+  LM-head rows rounded up to ``--pad-multiple`` (``SFTConfig.pad_to_multiple_of``, default 64);
 - ``padding_free``: one row per micro-batch with restarting ``position_ids`` + trained-position logits;
 - ``grouped_bf16``: ``grouped`` under bf16 autocast (fp32 master weights and optimizer; ``SFTConfig.precision``),
   what the recipe runs on a CPU with native bf16 (avx512_bf16 / AMX);
@@ -89,8 +90,8 @@ def step_fn(variant, model, tokenizer, args):
         collate = Collator(pad, "max_length", args.max_length)
     elif variant == "naive_padded":
         collate = Collator(pad, "padded")
-    else:
-        collate = Collator(pad, "padding_free" if variant == "padding_free" else "padded")
+    else:  # the recipe's variants round shapes as the trainer does (SFTConfig.pad_to_multiple_of)
+        collate = Collator(pad, "padding_free" if variant == "padding_free" else "padded", None, args.pad_multiple)
     accum = args.global_batch // args.micro_batch
     import torch
 
@@ -100,7 +101,7 @@ def step_fn(variant, model, tokenizer, args):
             if variant.startswith("naive"):
                 loss = model(**batch).loss / accum  # full logits on every position, the model's own loss
             else:
-                loss = masked_lm_loss(model, batch, "sequence_mean")[0] / accum
+                loss = masked_lm_loss(model, batch, "sequence_mean", pad_rows_to=args.pad_multiple)[0] / accum
         loss.backward()
         return int(batch["attention_mask"].sum()) if "attention_mask" in batch else int(
             batch["input_ids"].numel()
@@ -180,6 +181,12 @@ def main(argv=None):
         "--steps", type=int, default=None, help="optimizer steps per variant per round (default 2; --full: 4)"
     )
     p.add_argument("--rounds", type=int, default=None, help="rounds over the variants (default 1; --full: 2)")
+    p.add_argument(
+        "--pad-multiple",
+        type=int,
+        default=64,
+        help="pad_to_multiple_of of the recipe's variants (the trainer's default; 1: exact shapes, as the naive ones)",
+    )
     p.add_argument("--full", action="store_true", help="the full size (the numbers in the README's history)")
     p.add_argument("--threads", type=int, default=int(os.environ.get("OMP_NUM_THREADS", str(os.cpu_count() or 1))))
     p.add_argument("--json", help="also write the results here")

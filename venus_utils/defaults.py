@@ -127,6 +127,8 @@ STAGE_DEFAULTS: dict[str, tuple[str | Param, ...]] = {
         P("precision", "auto", "auto: bf16 autocast on CUDA and CPUs with native bf16, else fp32 | bf16 | fp32"),
         P("max_length", 4096, "longest trajectory in tokens; longer ones are dropped and counted (DR-Venus: 200000)"),
         P("batching", "grouped", "grouped | padded | padding_free | max_length (see venus_utils.sft.batching)"),
+        P("pad_to_multiple_of", 64, "round batch widths and the LM head's rows up to a multiple: bounded shapes keep "
+                                    "bf16 CPU memory flat (1: exact shapes)"),
         P("loss_weighting", "sequence_mean", "sequence_mean (DR-Venus) | token_mean"),
         P("learning_rate", 0.002, "DR-Venus: 1e-5 for the 4B model; a 1M-parameter model from scratch needs ~2e-3"),
         P("global_batch_size", 16, "trajectories per optimizer step (DR-Venus: 32)"),

@@ -54,6 +54,66 @@ def test_all_modes_give_the_reference_loss(setup, mode, weighting):
     assert stats["loss_tokens"] == sum(r["n_loss"] for r in rows)
 
 
+@pytest.mark.parametrize("weighting", ["sequence_mean", "token_mean"])
+@pytest.mark.parametrize("mode", ["padded", "grouped", "padding_free"])
+def test_widths_rounded_to_a_multiple_keep_the_reference_loss(setup, mode, weighting):
+    """pad_to_multiple_of adds unlabelled padding only: the width is a multiple, the loss and unit count the same."""
+    import torch
+
+    tok, model, rows = setup
+    exact = Collator(tok.pad_token_id, mode)(rows)
+    batch = Collator(tok.pad_token_id, mode, pad_to_multiple_of=64)(rows)
+    width = batch["input_ids"].shape[1]
+    assert width % 64 == 0 and 0 <= width - exact["input_ids"].shape[1] < 64
+    assert int((batch["labels"] != IGNORE).sum()) == int((exact["labels"] != IGNORE).sum())
+    assert count_units([batch], weighting) == count_units([exact], weighting)
+    with torch.no_grad():
+        loss, stats = masked_lm_loss(model, batch, weighting, pad_rows_to=64)
+    assert torch.allclose(loss, _reference(model, rows, weighting), atol=1e-4), (mode, weighting)
+    assert stats["loss_tokens"] == sum(r["n_loss"] for r in rows)
+
+
+@pytest.mark.parametrize("wrapped", [False, True], ids=["plain", "wrapped"])
+def test_padded_loss_rows_give_the_same_loss_and_gradients(setup, wrapped):
+    """pad_rows_to pads the LM head's rows (plain) or its kept positions (wrapped) and drops their logits: the loss
+    and every gradient are those of the unpadded call."""
+    import torch
+
+    class Wrapper(torch.nn.Module):  # what DDP / FSDP look like to masked_lm_loss: a module, the forward through it
+        def __init__(self, model):
+            super().__init__()
+            self.module = model
+
+        def forward(self, **kwargs):
+            return self.module(**kwargs)
+
+    tok, model, rows = setup
+    batch = Collator(tok.pad_token_id, "padded")(rows)
+    net = Wrapper(model) if wrapped else model
+    results = []
+    for pad_rows_to in (1, 64):
+        model.zero_grad(set_to_none=True)
+        loss, stats = masked_lm_loss(net, batch, "sequence_mean", pad_rows_to=pad_rows_to)
+        loss.backward()
+        results.append((loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}))
+    model.zero_grad(set_to_none=True)
+    (loss1, grads1), (loss64, grads64) = results
+    assert torch.allclose(loss1, loss64, atol=1e-6) and grads1.keys() == grads64.keys() and grads1
+    assert all(torch.allclose(grads1[n], grads64[n], atol=1e-6) for n in grads1)
+    assert torch.allclose(loss1, _reference(model, rows, "sequence_mean"), atol=1e-4)
+
+
+def test_rounded_width_never_passes_max_length(setup):
+    tok, _, rows = setup
+    longest = max(r["length"] for r in rows)
+    capped = Collator(tok.pad_token_id, "padded", max_length=longest + 1, pad_to_multiple_of=4096)(rows)
+    assert capped["input_ids"].shape[1] == longest + 1
+    fixed = Collator(tok.pad_token_id, "max_length", max_length=longest + 3, pad_to_multiple_of=64)(rows)
+    assert fixed["input_ids"].shape[1] == longest + 3  # max_length mode: the width is fixed
+    with pytest.raises(ValueError, match="pad_to_multiple_of"):
+        Collator(tok.pad_token_id, "padded", pad_to_multiple_of=0)
+
+
 def test_sequence_mean_weighs_each_trajectory_equally_across_micro_batches(setup):
     """Two micro-batches of an optimizer step, normalised by the step's units, add up to the whole-batch loss."""
     import torch

@@ -11,6 +11,12 @@ Batching modes (``SFTConfig.batching``):
   (transformers turns that into a block-diagonal attention mask; flash-attention kernels on GPUs run it without
   any padding).  Exact too: no sample sees another one.
 
+``pad_to_multiple_of`` rounds every batch's width up to a multiple (``"max_length"`` excepted: its width is fixed),
+and :func:`masked_lm_loss` (``pad_rows_to``) the number of labelled positions the LM head runs on.  Under bf16
+autocast on a CPU every new shape leaves kernel state behind, so a run over thousands of distinct widths and
+label counts grows its resident memory by gigabytes; a bounded set of shapes keeps it flat
+(``benchmarks/bench_sft_memory.py``).  The extra positions are padding with no label: the loss stays the same.
+
 In every mode the loss is computed only where a label exists: the hidden states of the loss positions go through the
 LM head (a third of the tokens in agent trajectories), instead of the logits of every position.  Right-padded batches
 run without their attention mask: in a causal model a real token never attends to the padding after it, so the
@@ -38,12 +44,21 @@ class Collator:
     pad_token_id: int
     mode: str = "grouped"
     max_length: int | None = None
+    pad_to_multiple_of: int = 1
 
     def __post_init__(self):
         if self.mode not in BATCHING_MODES:
             raise ValueError(f"batching={self.mode!r}: expected one of {BATCHING_MODES}")
+        if self.pad_to_multiple_of < 1:
+            raise ValueError(f"pad_to_multiple_of={self.pad_to_multiple_of}: expected 1 (no rounding) or more")
         if self.mode == "max_length" and not self.max_length:
             raise ValueError("batching='max_length' needs max_length")
+
+    def _rounded(self, n: int) -> int:
+        """``n`` rounded up to :attr:`pad_to_multiple_of`, and never past ``max_length`` because of the rounding."""
+        m = self.pad_to_multiple_of
+        wide = -(-n // m) * m
+        return min(wide, max(n, self.max_length)) if self.max_length else wide
 
     def __call__(self, examples: list[dict[str, Any]]) -> dict[str, Any]:
         import torch
@@ -56,13 +71,18 @@ class Collator:
                 flat_ids += i
                 flat_labels += [IGNORE] + lab[1:]  # a sample's first token is never predicted from the previous sample
                 pos += list(range(len(i)))
+            extra = self._rounded(len(flat_ids)) - len(flat_ids)  # a padding "sample" of its own, with no label
+            flat_ids += [self.pad_token_id] * extra
+            flat_labels += [IGNORE] * extra
+            pos += list(range(extra))
             return {
                 "input_ids": torch.tensor([flat_ids]),
                 "labels": torch.tensor([flat_labels]),
                 "position_ids": torch.tensor([pos]),
             }
-        width = self.max_length if self.mode == "max_length" else max(len(i) for i in ids)
-        if any(len(i) > width for i in ids):
+        longest = max(len(i) for i in ids)
+        width = self.max_length if self.mode == "max_length" else self._rounded(longest)
+        if longest > width:
             raise ValueError(f"a sample is longer than max_length={width}; build the examples with that max_length")
         pad = [width - len(i) for i in ids]
         return {
@@ -126,12 +146,21 @@ def right_padded(attention_mask) -> bool:
     return bool((attention_mask[:, 1:] <= attention_mask[:, :-1]).all()) and bool(attention_mask[:, 0].all())
 
 
-def masked_lm_loss(model, batch: dict[str, Any], weighting: str = "sequence_mean", denominator: float | None = None):
+def masked_lm_loss(
+    model,
+    batch: dict[str, Any],
+    weighting: str = "sequence_mean",
+    denominator: float | None = None,
+    pad_rows_to: int = 1,
+):
     """Cross-entropy on the labelled positions only; returns ``(loss_sum_term, stats)``.
 
     ``sequence_mean``: each sample's token-mean, summed (divide by the number of samples in the optimizer batch);
     ``token_mean``: the plain sum of token losses (divide by the number of loss tokens in the optimizer batch).
     ``denominator`` (that count) is applied when given; otherwise the micro-batch's own count is used.
+    ``pad_rows_to``: the LM head runs on the labelled positions padded up to a multiple of this with rows whose
+    logits are dropped (the number of labelled positions differs in every batch, and under bf16 autocast on a CPU
+    each new count keeps kernel state: the collator's ``pad_to_multiple_of`` does the same for the width).
     """
     import torch
     import torch.nn.functional as F
@@ -146,11 +175,19 @@ def masked_lm_loss(model, batch: dict[str, Any], weighting: str = "sequence_mean
     keep = target != IGNORE
     if not _wrapped(model):
         hidden = model.get_decoder()(**inputs, use_cache=False).last_hidden_state
-        logits = model.get_output_embeddings()(hidden[:, :-1][keep]).float()
+        rows = hidden[:, :-1][keep]
+        n_rows = rows.shape[0]
+        extra = -(-n_rows // pad_rows_to) * pad_rows_to - n_rows
+        if extra:  # zero rows: their logits are dropped and they add nothing to any gradient
+            rows = torch.cat([rows, rows.new_zeros(extra, rows.shape[-1])])
+        logits = model.get_output_embeddings()(rows)[:n_rows].float()
     else:  # wrapped by DDP / FSDP / DeepSpeed: the forward must go through the wrapper (gradient sync, sharding)
         cols = keep.any(0).nonzero().squeeze(-1)  # positions where some row has a label (all of them at batch 1)
-        out = model(**inputs, use_cache=False, logits_to_keep=cols)
-        logits = out.logits[keep[:, cols]].float()
+        n_cols = cols.numel()
+        extra = -(-n_cols // pad_rows_to) * pad_rows_to - n_cols if n_cols else 0
+        padded = torch.cat([cols, cols[-1:].expand(extra)]) if extra else cols  # repeats whose logits are dropped
+        out = model(**inputs, use_cache=False, logits_to_keep=padded)
+        logits = out.logits[:, :n_cols][keep[:, cols]].float()
     tok_loss = F.cross_entropy(logits, target[keep], reduction="none")
     seq = sequence_ids(batch)[:, 1:][keep]
     n_tok = int(keep.sum())

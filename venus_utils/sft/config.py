@@ -32,6 +32,7 @@ RANGES = {
     "lora_alpha": POSITIVE,
     "lora_dropout": Range(0, 1),
     "max_length": AT_LEAST_1,
+    "pad_to_multiple_of": AT_LEAST_1,
     "learning_rate": POSITIVE,
     "global_batch_size": AT_LEAST_1,
     "micro_batch_size": AT_LEAST_1,
@@ -94,6 +95,14 @@ class SFTConfig:
     batching: str = field(
         default="grouped",
         metadata={"help": "max_length | padded | grouped | padding_free (see venus_utils.sft.batching)."},
+    )
+    pad_to_multiple_of: int = field(
+        default=64,
+        metadata={
+            "help": "Round each batch's width, and the number of labelled positions the LM head runs on, up to a "
+            "multiple of this (1: exact shapes). Under bf16 autocast on a CPU every new shape keeps kernel state, so "
+            "thousands of shapes grow memory by gigabytes."
+        },
     )
     loss_weighting: str = field(
         default="sequence_mean",

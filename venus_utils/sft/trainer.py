@@ -179,7 +179,8 @@ def _trainer_class(base):
             # the loss calls the decoder directly (logits on the trained positions only), not the model's forward that
             # accelerate wraps in its autocast: enter the mixed-precision context here (bf16 when args.bf16)
             with self.accelerator.autocast():
-                loss, stats = masked_lm_loss(model, inputs, self.venus_config.loss_weighting, denominator)
+                cfg = self.venus_config
+                loss, stats = masked_lm_loss(model, inputs, cfg.loss_weighting, denominator, cfg.pad_to_multiple_of)
             if model.training:
                 mask = inputs.get("attention_mask")
                 n = int(mask.sum()) if mask is not None else int(inputs["input_ids"].numel())
@@ -394,6 +395,7 @@ RESUMABLE_FIELDS = {
     "device",
     "num_threads",
     "export_merged",
+    "pad_to_multiple_of",
 }
 
 
@@ -528,7 +530,7 @@ def _build_trainer(
         train_dataset=_to_dataset(train_rows),
         eval_dataset=_to_dataset(val_rows),
         processing_class=tokenizer,
-        data_collator=Collator(pad_id, cfg.batching, cfg.max_length),
+        data_collator=Collator(pad_id, cfg.batching, cfg.max_length, cfg.pad_to_multiple_of),
         callbacks=[time_limit(cfg.max_time_minutes), *(callbacks or [])],
         venus_config=cfg,
     )
