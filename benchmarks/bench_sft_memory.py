@@ -39,6 +39,7 @@ def child(args) -> dict:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from venus_utils.sft import Collator, LengthGroupedSampler, masked_lm_loss
+    from venus_utils.sft.batching import round_up
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -66,7 +67,7 @@ def child(args) -> dict:
         real += int(batch["attention_mask"].sum())
         total += int(batch["input_ids"].numel())
         widths.add(int(batch["input_ids"].shape[1]))
-        head_rows.add(-(-stats["loss_tokens"] // args.multiple) * args.multiple)
+        head_rows.add(round_up(stats["loss_tokens"], args.multiple))
         rss.append(proc.memory_info().rss / 2**20)
         if step == 0:
             t0, real, total = time.perf_counter(), 0, 0  # the first step (allocator, kernels) is not timed

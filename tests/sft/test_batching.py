@@ -3,7 +3,7 @@
 import pytest
 
 from venus_utils.modeling import synthetic_conversations
-from venus_utils.sft.batching import Collator, LengthGroupedSampler, count_units, masked_lm_loss
+from venus_utils.sft.batching import Collator, LengthGroupedSampler, count_units, masked_lm_loss, round_up
 from venus_utils.sft.data import IGNORE, build_examples
 
 
@@ -101,6 +101,13 @@ def test_padded_loss_rows_give_the_same_loss_and_gradients(setup, wrapped):
     assert torch.allclose(loss1, loss64, atol=1e-6) and grads1.keys() == grads64.keys() and grads1
     assert all(torch.allclose(grads1[n], grads64[n], atol=1e-6) for n in grads1)
     assert torch.allclose(loss1, _reference(model, rows, "sequence_mean"), atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("n", "multiple", "expected"), [(0, 64, 0), (1, 64, 64), (64, 64, 64), (65, 64, 128), (37, 1, 37)]
+)
+def test_round_up(n, multiple, expected):
+    assert round_up(n, multiple) == expected
 
 
 def test_rounded_width_never_passes_max_length(setup):

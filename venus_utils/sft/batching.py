@@ -37,6 +37,11 @@ BATCHING_MODES = ("max_length", "padded", "grouped", "padding_free")
 LOSS_WEIGHTINGS = ("sequence_mean", "token_mean")
 
 
+def round_up(n: int, multiple: int) -> int:
+    """``n`` rounded up to a multiple of ``multiple`` (1: unchanged): the one rule for batch widths and head rows."""
+    return -(-n // multiple) * multiple
+
+
 @dataclass
 class Collator:
     """Turn tokenized samples into a batch for :func:`masked_lm_loss`."""
@@ -56,8 +61,7 @@ class Collator:
 
     def _rounded(self, n: int) -> int:
         """``n`` rounded up to :attr:`pad_to_multiple_of`, and never past ``max_length`` because of the rounding."""
-        m = self.pad_to_multiple_of
-        wide = -(-n // m) * m
+        wide = round_up(n, self.pad_to_multiple_of)
         return min(wide, max(n, self.max_length)) if self.max_length else wide
 
     def __call__(self, examples: list[dict[str, Any]]) -> dict[str, Any]:
@@ -177,14 +181,14 @@ def masked_lm_loss(
         hidden = model.get_decoder()(**inputs, use_cache=False).last_hidden_state
         rows = hidden[:, :-1][keep]
         n_rows = rows.shape[0]
-        extra = -(-n_rows // pad_rows_to) * pad_rows_to - n_rows
+        extra = round_up(n_rows, pad_rows_to) - n_rows
         if extra:  # zero rows: their logits are dropped and they add nothing to any gradient
             rows = torch.cat([rows, rows.new_zeros(extra, rows.shape[-1])])
         logits = model.get_output_embeddings()(rows)[:n_rows].float()
     else:  # wrapped by DDP / FSDP / DeepSpeed: the forward must go through the wrapper (gradient sync, sharding)
         cols = keep.any(0).nonzero().squeeze(-1)  # positions where some row has a label (all of them at batch 1)
         n_cols = cols.numel()
-        extra = -(-n_cols // pad_rows_to) * pad_rows_to - n_cols if n_cols else 0
+        extra = round_up(n_cols, pad_rows_to) - n_cols if n_cols else 0
         padded = torch.cat([cols, cols[-1:].expand(extra)]) if extra else cols  # repeats whose logits are dropped
         out = model(**inputs, use_cache=False, logits_to_keep=padded)
         logits = out.logits[:, :n_cols][keep[:, cols]].float()
