@@ -323,21 +323,28 @@ def write_questions(qa: pd.DataFrame, path: str | Path) -> Path:
     )
 
 
-def made_with(path: str | Path, fingerprint: dict) -> bool:
-    """Whether the resumable predictions file ``path`` was made with ``fingerprint`` (its ``<name>.params.json``)."""
+def made_with(path: str | Path, fingerprint: dict, ignore: tuple[str, ...] = ()) -> bool:
+    """Whether the resumable predictions file ``path`` was made with ``fingerprint`` (its ``<name>.params.json``),
+    the keys in ``ignore`` left out of the comparison (recorded, not deciding: e.g. a model's folder when its
+    content digest is in the fingerprint)."""
     sidecar = Path(path).with_name(Path(path).name + ".params.json")
-    return sidecar.exists() and read_json(sidecar) == json.loads(json.dumps(fingerprint, default=str))
+    if not sidecar.exists():
+        return False
+    recorded, wanted = read_json(sidecar), json.loads(json.dumps(fingerprint, default=str))
+    return all(isinstance(d, dict) for d in (recorded, wanted)) and {
+        k: v for k, v in recorded.items() if k not in ignore
+    } == {k: v for k, v in wanted.items() if k not in ignore}
 
 
-def fresh_predictions(path: str | Path, fingerprint: dict) -> bool:
+def fresh_predictions(path: str | Path, fingerprint: dict, ignore: tuple[str, ...] = ()) -> bool:
     """Keep ``path`` (a resumable predictions file) only if it was made with the same ``fingerprint``.
 
     The fingerprint (model, questions, sampling...) is stored beside it as ``<name>.params.json``; a
     different one removes the old predictions so that a rerun with new settings does not mix them in.
-    Returns True when existing predictions will be resumed.
+    Returns True when existing predictions will be resumed.  Keys in ``ignore`` do not decide (:func:`made_with`).
     """
     path = Path(path)
-    same = made_with(path, fingerprint)
+    same = made_with(path, fingerprint, ignore)
     if not same and path.exists():
         path.unlink()
     write_json(path.with_name(path.name + ".params.json"), json.loads(json.dumps(fingerprint, default=str)))

@@ -123,7 +123,8 @@ def test_greedy_evaluation_scores_every_question_with_the_judge_and_is_determini
 
 def test_a_model_saved_again_is_not_rescored_and_changed_weights_are(run, tmp_path, capsys):
     """A rerun of a finished stage saves its model folder again (new mtimes, same bytes): its held-out answers are
-    reused; other weights in the same folder are answered again.  The cached decoder answers as generate does."""
+    reused, and so are they in a copy of the run folder; other weights in the same folder are answered again.  The
+    cached decoder answers as generate does."""
     import shutil
 
     from transformers import AutoModelForCausalLM
@@ -145,6 +146,17 @@ def test_a_model_saved_again_is_not_rescored_and_changed_weights_are(run, tmp_pa
     capsys.readouterr()
     again = evaluate_model(model_dir, qa, out, settings, tools=object(), judge=judge, progress=False)
     assert again["prediction"].tolist() == first["prediction"].tolist()  # reused: no tool was called
+    assert "reused, not recomputed" in capsys.readouterr().out
+    moved = tmp_path / "copied_run" / "model"  # a run folder copied or moved: the same model, elsewhere
+    shutil.copytree(model_dir, moved)
+    shutil.copy(out, tmp_path / "copied_run" / out.name)
+    shutil.copy(out.with_suffix(".jsonl"), tmp_path / "copied_run" / out.with_suffix(".jsonl").name)
+    shutil.copy(
+        out.with_name(out.with_suffix(".jsonl").name + ".params.json"),
+        tmp_path / "copied_run" / (out.with_suffix(".jsonl").name + ".params.json"),
+    )
+    there = evaluate_model(moved, qa, tmp_path / "copied_run" / out.name, settings, tools=object(), judge=judge)
+    assert there["prediction"].tolist() == first["prediction"].tolist()  # reused: the digest decides, not the path
     assert "reused, not recomputed" in capsys.readouterr().out
     reference = evaluate_model(
         model_dir,

@@ -187,7 +187,7 @@ def evaluate_model(
                 "model with this protocol and judge (reused, not recomputed)"
             )
             return done
-    loaders.fresh_predictions(rollouts, fingerprint)
+    loaders.fresh_predictions(rollouts, fingerprint, PLACE_KEYS)
     backend = load_backend(
         str(model_dir),
         device=settings.device,
@@ -230,6 +230,11 @@ _MODEL_FILES = ("config.json", "generation_config.json", "tokenizer.json", "toke
 _WHOLE_FILE = 256 << 20  # larger files are sampled: their size and 16 spread 1 MiB blocks
 
 
+#: fingerprint keys that record where a model was, not what it is: its content digest decides, so a run folder
+#: copied or moved keeps its scored answers
+PLACE_KEYS = ("model",)
+
+
 def model_digest(model_dir: str | Path) -> str:
     """A content hash of the files of ``model_dir`` that decide its answers: a model folder saved again with the
     same weights (a rerun of a finished stage) keeps its digest, so its held-out answers are reused, not rescored."""
@@ -253,7 +258,7 @@ def model_digest(model_dir: str | Path) -> str:
 def _reusable(path: Path, fingerprint: dict, judged_by: str, rows: int) -> pd.DataFrame | None:
     """The scored table at ``path`` if it was made with ``fingerprint`` (its rollouts' sidecar), is complete and was
     scored by the same judge, every answer judged by it (no judge error, no offline fallback); else None."""
-    if not (path.exists() and made_with(path.with_suffix(".jsonl"), fingerprint)):
+    if not (path.exists() and made_with(path.with_suffix(".jsonl"), fingerprint, PLACE_KEYS)):
         return None
     done = load_scored(path)
     same_judge = "judge" in done and len(done) and done["judge"].iloc[0] == judged_by
