@@ -174,9 +174,7 @@ def main(argv=None):
         )
     if args.json:
         Path(args.json).write_text(
-            json.dumps(
-                {"args": {k: v for k, v in vars(args).items()}, "peak": vars(peak), "results": results}, indent=2
-            ),
+            json.dumps({"args": vars(args), "peak": vars(peak), "results": results}, indent=2),
             encoding="utf-8",
         )
     return results

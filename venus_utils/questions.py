@@ -331,9 +331,12 @@ def made_with(path: str | Path, fingerprint: dict, ignore: tuple[str, ...] = ())
     if not sidecar.exists():
         return False
     recorded, wanted = read_json(sidecar), json.loads(json.dumps(fingerprint, default=str))
-    return all(isinstance(d, dict) for d in (recorded, wanted)) and {
-        k: v for k, v in recorded.items() if k not in ignore
-    } == {k: v for k, v in wanted.items() if k not in ignore}
+    if not isinstance(recorded, dict):  # a damaged sidecar: nothing to resume
+        return False
+    for key in ignore:
+        recorded.pop(key, None)
+        wanted.pop(key, None)
+    return recorded == wanted
 
 
 def fresh_predictions(path: str | Path, fingerprint: dict, ignore: tuple[str, ...] = ()) -> bool:

@@ -149,12 +149,8 @@ def test_a_model_saved_again_is_not_rescored_and_changed_weights_are(run, tmp_pa
     assert "reused, not recomputed" in capsys.readouterr().out
     moved = tmp_path / "copied_run" / "model"  # a run folder copied or moved: the same model, elsewhere
     shutil.copytree(model_dir, moved)
-    shutil.copy(out, tmp_path / "copied_run" / out.name)
-    shutil.copy(out.with_suffix(".jsonl"), tmp_path / "copied_run" / out.with_suffix(".jsonl").name)
-    shutil.copy(
-        out.with_name(out.with_suffix(".jsonl").name + ".params.json"),
-        tmp_path / "copied_run" / (out.with_suffix(".jsonl").name + ".params.json"),
-    )
+    for f in tmp_path.glob(f"{out.stem}.*"):  # the scored table, its rollouts and their fingerprint
+        shutil.copy(f, moved.parent / f.name)
     there = evaluate_model(moved, qa, tmp_path / "copied_run" / out.name, settings, tools=object(), judge=judge)
     assert there["prediction"].tolist() == first["prediction"].tolist()  # reused: the digest decides, not the path
     assert "reused, not recomputed" in capsys.readouterr().out
