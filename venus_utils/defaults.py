@@ -143,6 +143,8 @@ STAGE_DEFAULTS: dict[str, tuple[str | Param, ...]] = {
         P("logging_steps", 5, "log loss and tokens/s every N steps"),
         P("save_steps", 20, "checkpoint every N steps; a rerun resumes from the last one (DR-Venus: 100)"),
         P("eval_steps", 20, "validation loss every N steps (DR-Venus: 100)"),
+        P("stop_at_eval_loss", None, "stop at the first validation loss at or below this: max_steps becomes a cap "
+                                     "(cpu-hard: 0.01; None: the whole budget)"),
         P("val_rows_limit", 64, "validation trajectories used for the validation loss (None: all)"),
         P("converged_eval_loss", None, "flag the run as not converged when its last validation loss is above this "
                                        "(cpu-hard: 0.01; None: no verdict)"),

@@ -63,6 +63,19 @@ def test_convergence_verdict_from_the_last_validation_loss():
     assert "converged" not in verdict(0.5, target=None)  # no target: no verdict
 
 
+def test_stopped_by_eval_loss_only_when_the_loss_reached_the_target_before_the_cap():
+    def budget(steps, eval_loss, cap=4200):
+        summary = {"steps": steps, "eval_loss_last": eval_loss}
+        return training_budget(summary, 10, 1, 5.0, stop_at_eval_loss=0.01, max_steps=cap)
+
+    early = budget(1500, 0.008)
+    assert early["stopped_by_eval_loss"] is True and early["step_cap"] == 4200 and early["stop_at_eval_loss"] == 0.01
+    assert budget(4200, 0.05)["stopped_by_eval_loss"] is False  # ran to the cap, never reached it
+    assert budget(4200, 0.005)["stopped_by_eval_loss"] is False  # reached it only at the cap
+    assert budget(900, 0.005, cap=-1)["stopped_by_eval_loss"] is True  # an epoch budget
+    assert "stopped_by_eval_loss" not in training_budget({"steps": 3}, 10, 1, 5.0)
+
+
 def _record(index, gt, prediction, tool_body, query="Kalo Group"):
     messages = [
         {"role": "system", "content": "S"},

@@ -160,6 +160,23 @@ def test_run_time_limited_then_rerun_is_a_no_op(micro_model_dir, rows, tmp_path,
     assert again.steps == 3 and "already finished" in capsys.readouterr().out
 
 
+def test_stop_at_eval_loss_ends_the_run_at_the_first_low_enough_validation_loss(
+    micro_model_dir, rows, tmp_path, capsys
+):
+    """The step budget becomes a cap: reached at step 2 (any loss is below 50), the run stops and saves there, a rerun
+    under the same limits trains nothing, and a lower target trains on from that checkpoint to the cap."""
+    train, val = rows[:10], rows[10:]
+    reached = train_sft(_cfg(max_steps=6, eval_steps=2, stop_at_eval_loss=50.0), micro_model_dir, train, tmp_path, val)
+    assert reached.steps == 2 and (tmp_path / "checkpoints" / "checkpoint-2").is_dir() and reached.model_dir
+    assert "stopping" in capsys.readouterr().out
+    again = train_sft(_cfg(max_steps=6, eval_steps=2, stop_at_eval_loss=50.0), micro_model_dir, train, tmp_path, val)
+    assert again.steps == 2 and "already finished" in capsys.readouterr().out
+    lower = train_sft(_cfg(max_steps=6, eval_steps=2, stop_at_eval_loss=1e-9), micro_model_dir, train, tmp_path, val)
+    assert lower.resumed_from.endswith("checkpoint-2") and lower.steps == 6
+    with pytest.raises(ValueError, match="stop_at_eval_loss .* needs a validation loss"):
+        train_sft(_cfg(stop_at_eval_loss=0.01), micro_model_dir, train, tmp_path / "no_val")
+
+
 def test_a_copied_run_folder_still_resumes(micro_model_dir, rows, tmp_path):
     """resume_settings.json stores paths inside the run folder relative to it."""
     import shutil

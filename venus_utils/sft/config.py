@@ -49,6 +49,7 @@ RANGES = {
     "save_steps": AT_LEAST_1,
     "save_total_limit": AT_LEAST_1,
     "eval_steps": AT_LEAST_1,
+    "stop_at_eval_loss": POSITIVE,
     "num_threads": AT_LEAST_1,
     "seed": SEED,
 }
@@ -151,6 +152,14 @@ class SFTConfig:
     )
     eval_steps: int | None = field(
         default=100, metadata={"help": "Validation loss every N steps (DR-Venus: 100); None = only at the end."}
+    )
+    stop_at_eval_loss: float | None = field(
+        default=None,
+        metadata={
+            "help": "Stop (and save) at the first validation loss at or below this: max_steps becomes a cap and the "
+            "schedule still runs over it. Needs validation rows and eval_steps. None: train the whole budget "
+            "(DR-Venus: one epoch)."
+        },
     )
     resume: bool = field(
         default=True,

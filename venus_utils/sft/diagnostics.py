@@ -64,6 +64,8 @@ def training_budget(
     mean_tokens: float,
     train_logs: list[dict[str, Any]] | None = None,
     converged_eval_loss: float | None = None,
+    stop_at_eval_loss: float | None = None,
+    max_steps: int | None = None,
 ) -> dict[str, Any]:
     """Steps, trajectories and epochs of an SFT run (``summary``: :meth:`SFTResult.summary`); with ``train_logs``
     also the training loss at half, three quarters and the end of the run (still falling: more steps would help).
@@ -71,7 +73,10 @@ def training_budget(
     With ``converged_eval_loss``, ``converged`` says whether the last validation loss is at or below it (None when
     the run measured none).  On cpu-hard every run whose agent learned to copy names ended at <= 0.002, every one
     that did not at >= 0.044 (seeds 0, 10, 11): a model above the line answers almost nothing and RL from it has no
-    right rollout to learn from."""
+    right rollout to learn from.
+
+    With ``stop_at_eval_loss`` (the run stops at the first validation loss at or below it; ``max_steps`` is then a
+    cap), ``stopped_by_eval_loss`` says whether it stopped there before the cap."""
     steps = int(summary.get("steps") or 0)
     seen = steps * global_batch_size
     wall = float(summary.get("wall_s") or 0.0)
@@ -87,6 +92,14 @@ def training_budget(
             "converged_eval_loss": converged_eval_loss,
             "converged": None if eval_loss is None else bool(eval_loss <= converged_eval_loss),
         }
+    if stop_at_eval_loss is not None:
+        verdict["stop_at_eval_loss"] = stop_at_eval_loss
+        verdict["step_cap"] = max_steps
+        verdict["stopped_by_eval_loss"] = bool(
+            eval_loss is not None
+            and eval_loss <= stop_at_eval_loss
+            and (not max_steps or max_steps < 0 or steps < max_steps)
+        )
     return {
         **trend,
         "eval_loss_last": None if eval_loss is None else round(float(eval_loss), 4),
@@ -107,8 +120,8 @@ def convergence_note(budget: dict[str, Any]) -> str | None:
     return (
         f"SFT has not converged: validation loss {budget['eval_loss_last']} > {budget['converged_eval_loss']} "
         "(converged_eval_loss). A model above this line miscopies names and answers almost nothing, and RL from it "
-        "finds no right rollout to learn from: train SFT longer (more max_steps, or a warm restart from model/ as "
-        "base_model) before RL."
+        "finds no right rollout to learn from: train SFT longer (a larger max_steps with stop_at_eval_loss, or a warm "
+        "restart from model/ as base_model) before RL."
     )
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..agent.settings import check_model_agent_settings, write_model_agent_settings
-from ..callbacks import time_limit
+from ..callbacks import eval_loss_stop, time_limit
 from ..checkpoints import AtomicCheckpoints, ResumePoint, prepare_resume, train_to_end
 from ..distributed import is_main_process, world_size
 from ..env import available
@@ -391,6 +391,7 @@ RESUMABLE_FIELDS = {
     "save_steps",
     "save_total_limit",
     "eval_steps",
+    "stop_at_eval_loss",
     "resume",
     "device",
     "num_threads",
@@ -421,12 +422,17 @@ def _exported_after(out_dir: Path, cfg: SFTConfig, checkpoint: str) -> bool:
 
 
 def finish_limits(cfg: SFTConfig) -> dict[str, Any]:
-    """The limits under which an SFT run ends (a rerun under the same limits after it ended trains nothing)."""
-    return {
+    """The limits under which an SFT run ends (a rerun under the same limits after it ended trains nothing; a rerun
+    with a lower ``stop_at_eval_loss`` or a larger budget trains on from the last checkpoint).  ``stop_at_eval_loss``
+    is recorded only when set, so runs finished before it existed still count as finished."""
+    limits = {
         "max_steps": cfg.max_steps,
         "max_time_minutes": cfg.max_time_minutes,
         "num_train_epochs": cfg.num_train_epochs,
     }
+    if cfg.stop_at_eval_loss is not None:
+        limits["stop_at_eval_loss"] = cfg.stop_at_eval_loss
+    return limits
 
 
 def train_sft(
@@ -467,6 +473,11 @@ def _train_sft(
         raise ValueError(
             f"{len(too_long)} training rows exceed max_length={cfg.max_length} (longest {max(too_long)}); "
             "build them with that max_length"
+        )
+    if cfg.stop_at_eval_loss is not None and not (val_rows and cfg.eval_steps):
+        raise ValueError(
+            f"stop_at_eval_loss {cfg.stop_at_eval_loss} needs a validation loss during training: "
+            f"{'set eval_steps' if val_rows else 'no validation rows (val.parquet empty or val_fraction 0)'}"
         )
     if agent_settings is not None:
         agent_settings = check_model_agent_settings(agent_settings)
@@ -531,7 +542,7 @@ def _build_trainer(
         eval_dataset=_to_dataset(val_rows),
         processing_class=tokenizer,
         data_collator=Collator(pad_id, cfg.batching, cfg.max_length, cfg.pad_to_multiple_of),
-        callbacks=[time_limit(cfg.max_time_minutes), *(callbacks or [])],
+        callbacks=[time_limit(cfg.max_time_minutes), eval_loss_stop(cfg.stop_at_eval_loss), *(callbacks or [])],
         venus_config=cfg,
     )
     return trainer, tokenizer
