@@ -45,7 +45,6 @@ def eval_loss_stop(target: float | None) -> TrainerCallback:
     class EvalLossStop(TrainerCallback):
         def __init__(self):
             self.training = False
-            self.stopped_at: dict | None = None
 
         def on_train_begin(self, args, state, control, **kwargs):
             self.training = True
@@ -57,8 +56,7 @@ def eval_loss_stop(target: float | None) -> TrainerCallback:
             loss = (metrics or {}).get("eval_loss")
             reached = target is not None and self.training and loss is not None and loss <= target
             if any_process(reached):
-                self.stopped_at = {"step": state.global_step, "eval_loss": loss}
-                print(f"[train] validation loss {loss:.4f} <= {target} at step {state.global_step}: stopping")
+                print(f"[train] validation loss {loss} <= {target} at step {state.global_step}: stopping")
                 control.should_training_stop = True
                 control.should_save = True
             return control
