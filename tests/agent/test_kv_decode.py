@@ -89,6 +89,45 @@ def test_rows_that_stop_at_different_steps_keep_exact_outputs_and_caches():
     assert warm.stats["reused_tokens"] - before >= sum(len(p) for p in prompts)
 
 
+def test_a_worker_thread_decodes_on_one_thread_with_the_same_ids_and_restores_the_count(monkeypatch):
+    """Outside the main thread a small decode batch runs on one intra-op thread (OpenMP's fork/join per small op costs
+    about twice as much there); the sampled ids are those of the main thread's decode, and the count is restored."""
+    from venus_utils.modeling import kv_decode
+
+    tiny_lm = random_qwen3(500)
+    prompts = _prompts(500, n=8, seed=4)
+    threads_before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        seen = []
+        real = KVDecoder._decode
+
+        def spy(self, *args, **kwargs):
+            seen.append(torch.get_num_threads())
+            return real(self, *args, **kwargs)
+
+        monkeypatch.setattr(KVDecoder, "_decode", spy)
+        main = KVDecoder(tiny_lm).generate(prompts, 24, stop_ids=set())
+        box = {}
+
+        def worker():
+            box["ids"] = KVDecoder(tiny_lm).generate(prompts, 24, stop_ids=set())
+            box["after"] = torch.get_num_threads()
+
+        thread = threading.Thread(target=worker)
+        thread.start()
+        thread.join()
+        assert box["ids"] == main
+        assert seen == [2, 1] and box["after"] == 2
+        monkeypatch.setattr(kv_decode, "ONE_THREAD_DECODE_ROWS", 4)  # a large batch keeps every thread
+        thread = threading.Thread(target=worker)
+        thread.start()
+        thread.join()
+        assert box["ids"] == main and seen[-1] == 2
+    finally:
+        torch.set_num_threads(threads_before)
+
+
 def test_a_changed_weight_drops_the_cache(tiny_lm, tiny_tokenizer):
     import copy
 
