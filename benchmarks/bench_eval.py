@@ -11,8 +11,11 @@ at once) in this process, one after the other:
 - ``before``: the evaluation as it was: transformers ``generate`` on the whole context at every turn, in the model's
   saved dtype (the SFT export is bfloat16) (``EvalSettings(fast=False, dtype="saved")``);
 - ``reference``: transformers ``generate`` in float32 (``EvalSettings(fast=False)``);
+- ``fast_before``: the cached decoder as it was before this session's changes: every decode step on all threads
+  (:data:`venus_utils.modeling.kv_decode.ONE_THREAD_DECODE_ROWS` = 0) and 32 questions at once; it answers all the
+  questions ``fast`` answers;
 - ``fast``: the cached decoder (:mod:`venus_utils.modeling.kv_decode`) in float32, each rollout's KV cache kept
-  across its turns: the default.
+  across its turns, ``--workers`` questions at once (default: :class:`EvalSettings`'s, 128 on the CPU): the default.
 
 Printed: questions/s and the ratio, the generated tokens/s, the share of the machine's fp32 matmul peak (measured
 in this run on the same threads) reached by the model work the evaluation needs (every context token encoded once),
@@ -37,17 +40,17 @@ def main(argv=None) -> int:
     p.add_argument("--model", default=None, help="model folder (default: the run's best model)")
     p.add_argument("--questions", type=int, default=48, help="questions the fast variant answers")
     p.add_argument("--reference-questions", type=int, default=16, help="of those, questions the reference answers")
-    p.add_argument("--workers", type=int, default=32)
+    p.add_argument("--workers", type=int, default=None, help="questions at once (default: EvalSettings's)")
     p.add_argument("--max-turns", type=int, default=4, help="an untrained model uses them all: keep it small")
     p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--style", default="compact", help="system prompt style the model was trained with")
     args = p.parse_args(argv)
 
-    import pandas as pd
     from transformers import AutoConfig
 
     from venus_utils.eval.heldout import EvalSettings, draw_heldout, evaluate_model
     from venus_utils.eval.judge import Judge
+    from venus_utils.modeling import kv_decode
     from venus_utils.perf import flops_per_token, machine_peak, utilisation
     from venus_utils.stage import best_model
 
@@ -70,23 +73,27 @@ def main(argv=None) -> int:
     print(peak.describe())
     results = {}
     variants = (
-        ("before", False, "saved", args.reference_questions),
-        ("reference", False, "auto", args.reference_questions),
-        ("fast", True, "auto", len(qa)),
+        ("before", False, "saved", args.reference_questions, 32),
+        ("reference", False, "auto", args.reference_questions, 32),
+        ("fast_before", True, "auto", len(qa), 32),
+        ("fast", True, "auto", len(qa), args.workers),
     )
-    for label, fast, dtype, n in variants:
+    one_thread_rows = kv_decode.ONE_THREAD_DECODE_ROWS
+    for label, fast, dtype, n, workers in variants:
         settings = EvalSettings(
             max_turns=args.max_turns,
             max_new_tokens=args.max_new_tokens,
             system_prompt_style=args.style,
-            workers=args.workers,
+            workers=workers,
             fast=fast,
             dtype=dtype,
         )
         out = tmp / f"{label}.parquet"
+        kv_decode.ONE_THREAD_DECODE_ROWS = 0 if label == "fast_before" else one_thread_rows
         t0 = time.perf_counter()
         scored = evaluate_model(model, qa.head(n), out, settings, world_dir=world, judge=judge, progress=False)
         seconds = time.perf_counter() - t0
+        kv_decode.ONE_THREAD_DECODE_ROWS = one_thread_rows
         rollouts = [json.loads(line) for line in out.with_suffix(".jsonl").read_text().splitlines()]
         generated = sum(sum(t.get("new_tokens") or 0 for t in r["turn_log"]) for r in rollouts)
         context = sum(r["final_token_count"] for r in rollouts)  # each token encoded once: the work needed
@@ -94,28 +101,42 @@ def main(argv=None) -> int:
         gflops, share = utilisation(context, seconds, per_token, peak.fp32_gflops)
         results[label] = dict(n=n, seconds=seconds, scored=scored)
         print(
-            f"{label:>10}: {n} questions in {seconds:.1f} s = {n / seconds:.2f} questions/s, "
+            f"{label:>11}: {n} questions ({settings.workers} at once) in {seconds:.1f} s = "
+            f"{n / seconds:.2f} questions/s, "
             f"{generated / seconds:.0f} generated tokens/s, model work {gflops:.2f} GFLOP/s = "
             f"{100 * share:.2f}% of the fp32 peak (accuracy {scored['correct'].mean():.3f}, "
             f"{scored['turns'].mean():.1f} turns)"
         )
-    ref, fast, before = results["reference"], results["fast"], results["before"]
-    ratio = (fast["n"] / fast["seconds"]) / (ref["n"] / ref["seconds"])
-    ratio_before = (fast["n"] / fast["seconds"]) / (before["n"] / before["seconds"])
-    key = ["id", "prediction", "turns", "termination"]
-    both = pd.merge(ref["scored"][key], fast["scored"][key], on="id", suffixes=("_ref", "_fast"))
-    same = int(
-        (
-            (both["prediction_ref"].fillna("") == both["prediction_fast"].fillna(""))
-            & (both["turns_ref"] == both["turns_fast"])
-            & (both["termination_ref"] == both["termination_fast"])
-        ).sum()
+    return _report(results)
+
+
+def _report(results: dict) -> int:
+    """The speed-ups against each baseline and whether the greedy answers are identical (exit 1 if not)."""
+    import pandas as pd
+
+    fast = results["fast"]
+    rate = {k: r["n"] / r["seconds"] for k, r in results.items()}
+    print(f"speed-up fast / reference (float32 generate): {rate['fast'] / rate['reference']:.1f}x questions/s")
+    print(f"speed-up fast / before (the saved dtype's generate): {rate['fast'] / rate['before']:.1f}x questions/s")
+    print(
+        f"speed-up fast / fast_before (all-thread decode, 32 at once): {rate['fast'] / rate['fast_before']:.2f}x "
+        "questions/s"
     )
-    print(f"speed-up fast / reference (float32 generate): {ratio:.1f}x questions/s")
-    print(f"speed-up fast / before (the saved dtype's generate): {ratio_before:.1f}x questions/s")
-    print(f"identical greedy answers (prediction, turns, termination): {same} of {len(both)}")
-    print(f"600 questions would take {600 / (fast['n'] / fast['seconds']):.0f} s with the fast path")
-    return 0 if same == len(both) else 1
+    key = ["id", "prediction", "turns", "termination"]
+    failures = 0
+    for other in ("reference", "fast_before"):
+        both = pd.merge(results[other]["scored"][key], fast["scored"][key], on="id", suffixes=("_o", "_f"))
+        same = int(
+            (
+                (both["prediction_o"].fillna("") == both["prediction_f"].fillna(""))
+                & (both["turns_o"] == both["turns_f"])
+                & (both["termination_o"] == both["termination_f"])
+            ).sum()
+        )
+        failures += len(both) - same
+        print(f"identical greedy answers, fast and {other} (prediction, turns, termination): {same} of {len(both)}")
+    print(f"600 questions would take {600 / rate['fast']:.0f} s with the fast path")
+    return 0 if failures == 0 else 1
 
 
 if __name__ == "__main__":

@@ -5,11 +5,13 @@
     # a run's SFT model at the cpu profile's size (4 questions x 4 rollouts, 8 turns x 128 tokens, T = 1)
     .venv/bin/python benchmarks/bench_rollout.py --run runs/cpu --steps 4
 
-Two IGPO trainers (:class:`venus_utils.rl.igpo_trainer.IGPOTrainer`, each on its own copy of the same model, the
-same questions and seed) take turns, one optimizer step at a time, so machine noise hits them alike:
+Three IGPO trainers (:class:`venus_utils.rl.igpo_trainer.IGPOTrainer`, each on its own copy of the same model, the
+same questions and seed) run one after the other in this process:
 
 - ``reference``: rollouts through transformers ``generate`` (the whole context re-encoded every turn) and an update
   with gradient checkpointing (TRL's default, what the cpu profile ran before ``gradient_checkpointing: false``);
+- ``before``: ``fast`` as it was before decode steps ran on one thread outside the main thread
+  (:data:`venus_utils.modeling.kv_decode.ONE_THREAD_DECODE_ROWS` set to 0: every decode step on all threads);
 - ``fast``: rollouts through the cached decoder (:mod:`venus_utils.modeling.kv_decode`), no recomputation in the
   update (the cpu profile's settings).
 
@@ -43,31 +45,38 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
 
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from venus_utils.perf import machine_peak
+    from venus_utils.rl.policy import load_policy
     from venus_utils.rl.questions import qa_rows, rl_question_file
 
     tmp = Path(tempfile.mkdtemp(prefix="bench_rollout_"))
     world, model_dir = _inputs(args.run, tmp)
     steps = args.steps + 1
     rows = qa_rows(rl_question_file(None, world), limit=args.prompts * steps, seed=0)
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    base = AutoModelForCausalLM.from_pretrained(model_dir)
+    # as the RL stage loads it: float32 on the CPU (the SFT export is bfloat16; the benchmark ran it in bfloat16
+    # before, whose small decode matmuls are ~2x slower than the stage's)
+    base, tokenizer = load_policy(model_dir, device="cpu")
     peak = machine_peak()
     print(
         f"model {model_dir}; {args.prompts} questions x {args.generations} rollouts per step, "
         f"{args.max_turns} turns x {args.max_new_tokens} tokens, T = 1; {args.steps} measured steps"
     )
     print(peak.describe())
+    from venus_utils.modeling import kv_decode
+
     trainers = {
         label: _trainer(args, steps, fast, base, tokenizer, rows, world, tmp / label)
-        for label, fast in (("reference", False), ("fast", True))
+        for label, fast in (("reference", False), ("before", True), ("fast", True))
     }
+    one_thread_rows = kv_decode.ONE_THREAD_DECODE_ROWS
     for label, trainer in trainers.items():
         print(f"[bench_rollout] {label}: {steps} steps", flush=True)
         torch.manual_seed(0)
+        # "before": the cached decoder as it was, every decode step on all threads (from the worker thread too)
+        kv_decode.ONE_THREAD_DECODE_ROWS = 0 if label == "before" else one_thread_rows
         trainer.train()
+    kv_decode.ONE_THREAD_DECODE_ROWS = one_thread_rows
     _report({label: _measured(tmp / label) for label in trainers}, base.config, peak)
     return 0
 
@@ -139,13 +148,21 @@ def _report(results: dict, config, peak) -> None:
     """The per-phase table (reference, fast, ratio), and each variant's tokens/s and share of the machine's peak."""
     from venus_utils.perf import flops_per_token, utilisation
 
-    print(f"\n{'s per step':<16}" + "".join(f"{k:>12}" for k in results) + f"{'ratio':>9}")
+    others = [k for k in results if k != "fast"]
+    print(
+        f"\n{'s per step':<16}"
+        + "".join(f"{k:>12}" for k in results)
+        + "".join(f"{'/'.join((k, 'fast')):>18}" for k in others)
+    )
+
+    def row(name: str, secs: dict) -> None:
+        b = secs["fast"]
+        ratios = "".join(f"{(secs[k] / b if b else float('nan')):>17.1f}x" for k in others)
+        print(f"{name:<16}" + "".join(f"{secs[k]:>12.2f}" for k in results) + ratios)
+
     for ph in PHASES:
-        a, b = results["reference"]["secs"][ph], results["fast"]["secs"][ph]
-        print(f"{ph:<16}{a:>12.2f}{b:>12.2f}{(a / b if b else float('nan')):>8.1f}x")
-    total = {k: sum(v["secs"].values()) for k, v in results.items()}
-    ref_s, fast_s = total["reference"], total["fast"]
-    print(f"{'whole step':<16}{ref_s:>12.2f}{fast_s:>12.2f}{ref_s / fast_s:>8.1f}x")
+        row(ph, {k: v["secs"][ph] for k, v in results.items()})
+    row("whole step", {k: sum(v["secs"].values()) for k, v in results.items()})
     for label, r in results.items():
         gen_s, upd_s = r["secs"]["generation"], r["secs"]["update"]
         tok_s = r["generated"] / gen_s if gen_s else float("nan")
@@ -160,10 +177,9 @@ def _report(results: dict, config, peak) -> None:
             f"({g_gflops:.2f} GFLOP/s, {100 * g_share:.1f}% of fp32 peak); update {u_gflops:.1f} GFLOP/s "
             f"({100 * u_share:.1f}% of fp32 peak, {100 * u_gflops / peak.best_gflops:.1f}% of the machine's best)"
         )
-    ratio = (results["fast"]["generated"] / results["fast"]["secs"]["generation"]) / (
-        results["reference"]["generated"] / results["reference"]["secs"]["generation"]
-    )
-    print(f"rollout tokens/s fast / reference: {ratio:.1f}x")
+    speed = {k: r["generated"] / r["secs"]["generation"] for k, r in results.items() if r["secs"]["generation"]}
+    for k in others:
+        print(f"rollout tokens/s fast / {k}: {speed['fast'] / speed[k]:.1f}x")
 
 
 if __name__ == "__main__":

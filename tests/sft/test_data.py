@@ -109,6 +109,21 @@ def test_bad_and_long_rows_are_counted_not_lost(tok):
         tokenize_conversation(good[1]["messages"], tok, max_length=10)
 
 
+def test_worker_processes_give_the_same_examples_and_drop_counts(tok):
+    """Tokenizing in worker processes (contiguous chunks) keeps the input order, the row numbers and every drop."""
+    good = [c["messages"] for c in synthetic_conversations(9, seed=2)]
+    rows = [*good[:4], "not a list", *good[4:], [{"role": "user", "content": "q"}]]
+    n = sorted(len(tokenize_conversation(m, tok)["input_ids"]) for m in good)[-2]
+    alone = build_examples(rows, tok, max_length=n, source="f.parquet", workers=1)
+    pooled = build_examples(rows, tok, max_length=n, source="f.parquet", workers=2)
+    assert pooled.rows == alone.rows and pooled.stats() == alone.stats()
+    assert pooled.dropped == alone.dropped == {"invalid_conversation": 2, "too_long": 1}
+    assert pooled.examples_dropped == alone.examples_dropped
+    kept = [r["source_row"] for r in pooled.rows]
+    assert len(kept) == 8 and kept == sorted(kept) and not {4, 10} & set(kept)
+    assert {e.split(":")[1] for e in pooled.examples_dropped} >= {"4", "10"}
+
+
 def test_parquet_reader_names_the_file_and_missing_columns(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
