@@ -138,8 +138,10 @@ class ExampleSet:
 
 
 #: conversations from which :func:`build_examples` tokenizes in worker processes (fewer: in this process, where
-#: starting the workers would cost more than it saves)
+#: starting the workers would cost more than it saves), and at most this many workers by default (each imports
+#: transformers: a few hundred MB; a GPU node's many cores, times its training processes, would add up)
 PARALLEL_ROWS = 2000
+MAX_WORKERS = 8
 
 
 def build_examples(
@@ -151,11 +153,12 @@ def build_examples(
 ) -> ExampleSet:
     """Tokenize every conversation; a row that cannot be used is counted under its drop reason, never lost.
 
-    ``workers``: processes that tokenize contiguous chunks (None: one per CPU core from :data:`PARALLEL_ROWS`
-    conversations on, else this process alone).  The result is the same on any number (rows in input order)."""
+    ``workers``: processes that tokenize contiguous chunks (None: one per CPU core, at most :data:`MAX_WORKERS`, from
+    :data:`PARALLEL_ROWS` conversations on, else this process alone).  The result is the same on any number (rows
+    in input order)."""
     conversations = list(conversations)
     if workers is None:
-        workers = (os.cpu_count() or 1) if len(conversations) >= PARALLEL_ROWS else 1
+        workers = min(os.cpu_count() or 1, MAX_WORKERS) if len(conversations) >= PARALLEL_ROWS else 1
     if workers <= 1 or len(conversations) < 2:
         return _build_chunk(conversations, tokenizer, max_length, source)
     size = -(-len(conversations) // (4 * workers))  # a few chunks per worker: an uneven chunk does not hold it up
