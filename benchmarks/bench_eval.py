@@ -11,7 +11,8 @@ at once) in this process, one after the other:
 - ``before``: the evaluation as it was: transformers ``generate`` on the whole context at every turn, in the model's
   saved dtype (the SFT export is bfloat16) (``EvalSettings(fast=False, dtype="saved")``);
 - ``reference``: transformers ``generate`` in float32 (``EvalSettings(fast=False)``);
-- ``fast_before``: the cached decoder as it was before this session's changes: every decode step on all threads
+- ``fast_before``: the cached decoder as it was before decode steps ran on one thread outside the main thread and
+  128 questions went at once: every decode step on all threads
   (:data:`venus_utils.modeling.kv_decode.ONE_THREAD_DECODE_ROWS` = 0) and 32 questions at once; it answers all the
   questions ``fast`` answers;
 - ``fast``: the cached decoder (:mod:`venus_utils.modeling.kv_decode`) in float32, each rollout's KV cache kept

@@ -46,6 +46,7 @@ def main(argv=None) -> int:
 
     import torch
 
+    from venus_utils.modeling import kv_decode
     from venus_utils.perf import machine_peak
     from venus_utils.rl.policy import load_policy
     from venus_utils.rl.questions import qa_rows, rl_question_file
@@ -63,8 +64,6 @@ def main(argv=None) -> int:
         f"{args.max_turns} turns x {args.max_new_tokens} tokens, T = 1; {args.steps} measured steps"
     )
     print(peak.describe())
-    from venus_utils.modeling import kv_decode
-
     trainers = {
         label: _trainer(args, steps, fast, base, tokenizer, rows, world, tmp / label)
         for label, fast in (("reference", False), ("before", True), ("fast", True))
@@ -145,7 +144,8 @@ def _measured(out: Path) -> dict:
 
 
 def _report(results: dict, config, peak) -> None:
-    """The per-phase table (reference, fast, ratio), and each variant's tokens/s and share of the machine's peak."""
+    """The per-phase table (each variant, and each baseline's ratio to fast), and each variant's tokens/s and share of
+    the machine's peak."""
     from venus_utils.perf import flops_per_token, utilisation
 
     others = [k for k in results if k != "fast"]

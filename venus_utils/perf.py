@@ -8,8 +8,10 @@ with :class:`PhaseTimer`.
 
 from __future__ import annotations
 
+import multiprocessing as mp
 import time
 from collections import defaultdict
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +28,13 @@ def _cpuinfo_field(name: str) -> str | None:
     except OSError:
         pass
     return None
+
+
+def process_pool(workers: int, initializer=None, initargs: tuple = ()) -> ProcessPoolExecutor:
+    """``workers`` worker processes started by forkserver (else spawn), never by fork: the package's processes hold
+    torch's and the notebook kernel's threads, which a forked child would inherit half-way."""
+    method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
+    return ProcessPoolExecutor(workers, mp_context=mp.get_context(method), initializer=initializer, initargs=initargs)
 
 
 def cpu_flags() -> set[str]:

@@ -12,12 +12,11 @@ The cleaner's modules import one way: :mod:`.clean` (entry point, command line) 
 from __future__ import annotations
 
 import contextlib
-import multiprocessing as mp
 import os
 import shutil
 from collections import Counter
 from collections.abc import Iterator
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -28,6 +27,7 @@ from tqdm.auto import tqdm
 from .. import protocol
 from ..eval.judge import KINDS
 from ..locks import release, take
+from ..perf import process_pool
 from . import rules, sources
 from .resample import ResamplePolicy
 from .tokens import counter_for
@@ -385,10 +385,7 @@ def run_tasks(
             for task in _tasks(files, cfg.batch_rows, cfg.shard, seen, cfg.on_bad_line):
                 take(_work(task))
         else:
-            method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
-            with ProcessPoolExecutor(
-                workers, mp_context=mp.get_context(method), initializer=_init_worker, initargs=(wcfg,)
-            ) as pool:
+            with process_pool(workers, _init_worker, (wcfg,)) as pool:
                 pending = set()
                 for task in _tasks(files, cfg.batch_rows, cfg.shard, seen, cfg.on_bad_line):
                     pending.add(pool.submit(_work, task))

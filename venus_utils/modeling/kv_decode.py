@@ -272,16 +272,19 @@ class KVDecoder:
         last = (torch.arange(b, device=device), torch.tensor([n - 1 for n in new], device=device))
         logits = self.forward(ids, positions, caches, positions.max(1).values + 1, last)
         lengths = torch.tensor([len(a) for a in arrays], device=device)  # next write position per row
-        sampling = (temperature, top_p, top_k)
 
         # 2. decode all rows together; a row that stops is done (its cache is kept for its next turn).  Done rows
         # leave the batch only once they are a quarter of it: each removal copies every row's cache, and removing
         # rows one by one (a batch's rows stop at different steps) cost more than decoding a few idle rows.
         with _decode_threads(device, b):
-            return self._decode(arrays, logits, caches, lengths, max_new_tokens, stop_ids, sampling, should_stop)
+            return self._decode(
+                arrays, logits, caches, lengths, max_new_tokens, stop_ids, temperature, top_p, top_k, should_stop
+            )
 
-    def _decode(self, arrays, logits, caches, lengths, max_new_tokens, stop_ids, sampling, should_stop):
-        temperature, top_p, top_k = sampling
+    def _decode(
+        self, arrays, logits, caches, lengths, max_new_tokens, stop_ids, temperature, top_p, top_k, should_stop
+    ):
+        """Step 2 of :meth:`_generate`: the decode loop from the prefill's ``logits`` (see there)."""
         device, b = logits.device, len(arrays)
         out: list[list[int]] = [[] for _ in range(b)]
         active = list(range(b))  # original row of each batch row

@@ -20,17 +20,16 @@ from __future__ import annotations
 
 import html
 import logging
-import multiprocessing as mp
 import os
 from collections import Counter
 from collections.abc import Iterable
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
 
+from ..perf import process_pool
 from ..protocol import render_chat
 
 IGNORE = -100
@@ -163,10 +162,7 @@ def build_examples(
         return _build_chunk(conversations, tokenizer, max_length, source)
     size = -(-len(conversations) // (4 * workers))  # a few chunks per worker: an uneven chunk does not hold it up
     starts = range(0, len(conversations), size)
-    method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
-    with ProcessPoolExecutor(
-        workers, mp_context=mp.get_context(method), initializer=_init_tokenizer, initargs=(tokenizer,)
-    ) as pool:
+    with process_pool(workers, _init_tokenizer, (tokenizer,)) as pool:
         futures = [pool.submit(_build_chunk, conversations[s : s + size], None, max_length, source, s) for s in starts]
         parts = [f.result() for f in futures]
     out = ExampleSet()
