@@ -2,18 +2,19 @@
 
     # a fresh world and untrained tiny model (a few minutes)
     .venv/bin/python benchmarks/bench_rollout.py
-    # a run's SFT model at the cpu profile's size (4 questions x 4 rollouts, 8 turns x 128 tokens, T = 1)
-    .venv/bin/python benchmarks/bench_rollout.py --run runs/cpu --steps 4
+    # a run's SFT model at the cpu lesson's size (4 questions x 4 rollouts, 10 turns x 128 tokens, T = 1)
+    .venv/bin/python benchmarks/bench_rollout.py --run runs/cpu --steps 4 --max-turns 10
 
 Three IGPO trainers (:class:`venus_utils.rl.igpo_trainer.IGPOTrainer`, each on its own copy of the same model, the
 same questions and seed) run one after the other in this process:
 
 - ``reference``: rollouts through transformers ``generate`` (the whole context re-encoded every turn) and an update
   with gradient checkpointing (TRL's default, what the cpu profile ran before ``gradient_checkpointing: false``);
-- ``before``: ``fast`` as it was before decode steps ran on one thread outside the main thread
-  (:data:`venus_utils.modeling.kv_decode.ONE_THREAD_DECODE_ROWS` set to 0: every decode step on all threads);
+- ``fp32``: ``fast`` with the update and the reference log-probs in float32 (``IGPOConfig.precision='fp32'``), what
+  the RL stage ran before bf16 autocast reached it;
 - ``fast``: rollouts through the cached decoder (:mod:`venus_utils.modeling.kv_decode`), no recomputation in the
-  update (the cpu profile's settings).
+  update, the update and the reference log-probs under bf16 autocast where the CPU has native bf16
+  (``precision='auto'``; the lesson's settings).
 
 Printed per variant: seconds per step in each phase the trainer logs (generation, the rest of the rollout: tools
 and the agent loop, judge, information gain, advantages, the policy update), generated tokens/s, and the share
@@ -46,7 +47,6 @@ def main(argv=None) -> int:
 
     import torch
 
-    from venus_utils.modeling import kv_decode
     from venus_utils.perf import machine_peak
     from venus_utils.rl.policy import load_policy
     from venus_utils.rl.questions import qa_rows, rl_question_file
@@ -65,17 +65,13 @@ def main(argv=None) -> int:
     )
     print(peak.describe())
     trainers = {
-        label: _trainer(args, steps, fast, base, tokenizer, rows, world, tmp / label)
-        for label, fast in (("reference", False), ("before", True), ("fast", True))
+        label: _trainer(args, steps, fast, precision, base, tokenizer, rows, world, tmp / label)
+        for label, fast, precision in (("reference", False, "fp32"), ("fp32", True, "fp32"), ("fast", True, "auto"))
     }
-    one_thread_rows = kv_decode.ONE_THREAD_DECODE_ROWS
     for label, trainer in trainers.items():
         print(f"[bench_rollout] {label}: {steps} steps", flush=True)
         torch.manual_seed(0)
-        # "before": the cached decoder as it was, every decode step on all threads (from the worker thread too)
-        kv_decode.ONE_THREAD_DECODE_ROWS = 0 if label == "before" else one_thread_rows
         trainer.train()
-    kv_decode.ONE_THREAD_DECODE_ROWS = one_thread_rows
     _report({label: _measured(tmp / label) for label in trainers}, base.config, peak)
     return 0
 
@@ -93,9 +89,10 @@ def _inputs(run: str | None, tmp: Path) -> tuple[Path, Path]:
     return world, model_dir
 
 
-def _trainer(args, steps: int, fast: bool, base, tokenizer, rows, world: Path, out: Path):
+def _trainer(args, steps: int, fast: bool, precision: str, base, tokenizer, rows, world: Path, out: Path):
     """An IGPOTrainer on a copy of ``base``: the fast path (cached decoding, no recomputation in the update) or the
-    reference (transformers ``generate``, gradient checkpointing on, as the code before them)."""
+    reference (transformers ``generate``, gradient checkpointing on, as the code before them), its update in
+    ``precision``."""
     from datasets import Dataset
 
     from venus_utils.eval.judge import judge_function
@@ -117,6 +114,7 @@ def _trainer(args, steps: int, fast: bool, base, tokenizer, rows, world: Path, o
         system_prompt_style="compact",
         seed=0,
         gradient_checkpointing=not fast,
+        precision=precision,
     )
     return IGPOTrainer(
         copy.deepcopy(base),

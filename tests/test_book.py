@@ -215,13 +215,15 @@ def test_rerender_replaces_the_site_but_never_a_foreign_folder(fake_run, tmp_pat
     _, nbs, run_dir = fake_run
     out = tmp_path / "site"
     book.build_book(run_dir, out, notebooks_dir=nbs)
-    (out / "stale.html").write_text("old")
-    book.build_book(run_dir, out, notebooks_dir=nbs)
-    assert not (out / "stale.html").exists()
+    book.build_book(run_dir, out, notebooks_dir=nbs)  # its own site, untouched: replaced
+    (out / "my-notes.html").write_text("a page of mine")  # issue 42: a file added since is never deleted
+    with pytest.raises(book.BookError, match="holds my-notes.html, which venus_utils.book did not write there"):
+        book.build_book(run_dir, out, notebooks_dir=nbs)
+    assert (out / "my-notes.html").read_text() == "a page of mine"
     foreign = tmp_path / "mine"
     foreign.mkdir()
     (foreign / "notes.txt").write_text("keep me")
-    with pytest.raises(book.BookError, match="not written by venus_utils.book"):
+    with pytest.raises(book.BookError, match="holds notes.txt, which venus_utils.book did not write there"):
         book.build_book(run_dir, foreign, notebooks_dir=nbs)
     with pytest.raises(book.BookError, match="would replace the run folder"):
         book.build_book(run_dir, run_dir, notebooks_dir=nbs)

@@ -46,7 +46,7 @@ from dotenv import dotenv_values
 
 from . import env as _env
 from .eval.heldout import run_story
-from .io import atomic_dir, atomic_write, read_json
+from .io import FolderNotOurs, atomic_dir, atomic_write, check_replaceable, read_json, write_json
 from .paths import (
     CLEANING_STAGE,
     DEMO_STAGE,
@@ -61,8 +61,10 @@ from .paths import (
 from .profiles import STAGE_RE, discover_notebooks
 from .stage import SUMMARY, resolve_run_dir
 
-#: A file that marks a folder as written by this module: an existing ``--out`` folder without it is never replaced.
+#: A file that marks a folder as written by this module and lists its files: an existing ``--out`` folder is replaced
+#: only while it holds nothing else (:func:`venus_utils.io.check_replaceable`).
 MARKER = ".venus-book"
+BOOK_TOOL = "venus_utils.book"
 INDEX = "index.html"
 
 PAPERMILL_ERROR_TAG = "papermill-error-cell-tag"
@@ -806,8 +808,10 @@ def _check_out(run_dir: Path, out: Path) -> None:
     run_r, out_r = run_dir.resolve(), out.resolve()
     if out_r == run_r or run_r.is_relative_to(out_r):
         raise BookError(f"--out {out} would replace the run folder {run_dir}; choose a folder inside or beside it")
-    if out_r.exists() and (not out_r.is_dir() or (any(out_r.iterdir()) and not (out_r / MARKER).exists())):
-        raise BookError(f"{out} exists and was not written by venus_utils.book; refusing to replace it")
+    try:
+        check_replaceable(out, BOOK_TOOL, MARKER)
+    except FolderNotOurs as exc:
+        raise BookError(str(exc)) from None
 
 
 def build_book(
@@ -852,10 +856,10 @@ def build_book(
     )
     rendered[INDEX] = _outside_data_uris(index, lambda chunk: redact_text(chunk, secrets))
     _refuse_leaks(rendered, secrets)
-    with atomic_dir(out_dir) as tmp:
+    with atomic_dir(out_dir, BOOK_TOOL, MARKER) as tmp:
         for name, text in rendered.items():
             atomic_write(tmp / name, text)
-        atomic_write(tmp / MARKER, f"written by venus_utils.book from {run_shown}\n")
+        write_json(tmp / MARKER, {"run": run_shown})
     return out_dir / INDEX
 
 

@@ -34,6 +34,7 @@ from .profiles import (
     DuplicateKeyError,
     Profile,
     ProfileFileError,
+    ProfileTooLarge,
     check_shared_keys,
     check_values,
     load_profile,
@@ -43,6 +44,7 @@ from .profiles import (
 )
 from .schemas import check_settings, check_stage_values
 from .stage import StageMissing, resolve_run_dir
+from .validation import quote
 
 
 class UsageError(ConfigError):
@@ -77,13 +79,13 @@ def parse_sets(items: list[str] | None) -> dict[str, Any]:
     for item in items or []:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise UsageError(f"--set {item!r}: expected key=value")
+            raise UsageError(f"--set {quote(item)}: expected key=value")
         try:
             out[key.strip()] = load_yaml(value)
-        except DuplicateKeyError as exc:
-            raise UsageError(f"--set {item!r}: {exc}") from None
+        except (DuplicateKeyError, ProfileTooLarge) as exc:
+            raise UsageError(f"--set {quote(item)}: {exc}") from None
         except yaml.YAMLError as exc:
-            raise UsageError(f"--set {item!r}: not valid YAML ({yaml_problem(exc)})") from None
+            raise UsageError(f"--set {quote(item)}: not valid YAML ({yaml_problem(exc)})") from None
     return out
 
 

@@ -67,6 +67,8 @@ SHARED: dict[str, Param] = {
                                                                 "variant (offline profiles; the same in every stage)"),
     "heldout_n": P("heldout_n", 8, "held-out questions, drawn once per run into runs/<profile>/heldout/: notebooks "
                                    "03, 04 and 05 score the same ones (0: skip the agent runs)"),
+    "precision": P("precision", "auto", "training under bf16 autocast (fp32 master weights): auto: on CUDA and CPUs "
+                                        "with native bf16 | bf16 | fp32"),
     "model": P("model", "auto", "auto: the run's best model (RL > SFT > base) | a model folder | "
                                 "http(s)://host:port/v1"),
 }
@@ -124,7 +126,7 @@ STAGE_DEFAULTS: dict[str, tuple[str | Param, ...]] = {
         P("load_in_4bit", False, "Unsloth 4-bit base weights (GPU only)"),
         P("gradient_checkpointing", False, "DR-Venus: on (4B model, 200K tokens); off for the tiny model on CPU "
                                            "(faster)"),
-        P("precision", "auto", "auto: bf16 autocast on CUDA and CPUs with native bf16, else fp32 | bf16 | fp32"),
+        "precision",
         P("max_length", 4096, "longest trajectory in tokens; longer ones are dropped and counted (DR-Venus: 200000)"),
         P("batching", "grouped", "grouped | padded | padding_free | max_length (see venus_utils.sft.batching)"),
         P("pad_to_multiple_of", 64, "round batch widths and the LM head's rows up to a multiple: bounded shapes keep "
@@ -177,6 +179,7 @@ STAGE_DEFAULTS: dict[str, tuple[str | Param, ...]] = {
         P("learning_rate", 1e-06, "AdamW, constant (DR-Venus: 1e-6)"),
         P("lora_r", 0, "0: full fine-tuning (DR-Venus); > 0: LoRA rank (small GPUs), the reference is the base"),
         P("kl_coef", 0.001, "k3 KL to the SFT policy (DR-Venus: 0.001)"),
+        "precision",
         P("info_gain_type", "log_prob_diff", "log_prob_diff (DR-Venus) | prob_diff (IGPO paper)"),
         P("ig_tool_filter", "visit", "score IG only after these tools (\"visit\"), or \"all\""),
         P("norm_mode", "scaled_separate", "joint | separate | scaled_separate | raw_ig"),

@@ -64,19 +64,94 @@ def atomic_path(path: str | os.PathLike, needed: int | None = None) -> Iterator[
         raise
 
 
+#: The file that lists what a tool of this project wrote into an output folder (:func:`atomic_dir` with ``tool``):
+#: the folder may be replaced only while it holds nothing else.
+WRITTEN_MARKER = ".venus-written.json"
+
+
+class FolderNotOurs(ValueError):
+    """An output folder that a command may not replace: it holds a file the command did not write, it is a symbolic
+    link, or it (or a folder above it) is a file.  The message is one line naming the path and the first such file."""
+
+
+def _listed_files(folder: Path, marker: str) -> set[str] | None:
+    """The files ``marker`` in ``folder`` lists (paths relative to the folder), or None when it lists none."""
+    try:
+        record = json.loads((folder / marker).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    files = record.get("files") if isinstance(record, dict) else None
+    return {str(f) for f in files} if isinstance(files, list) else None
+
+
+def folder_files(folder: Path) -> Iterator[str]:
+    """Every entry under ``folder`` that is not a folder (files, links, anything else), as a path relative to it,
+    in a stable order; links are listed, never followed."""
+    for root, dirs, files in os.walk(folder):
+        dirs.sort()
+        base = Path(root)
+        for name in sorted(files + [d for d in dirs if (base / d).is_symlink()]):
+            yield (base / name).relative_to(folder).as_posix()
+
+
+def check_replaceable(path: str | os.PathLike, tool: str, marker: str = WRITTEN_MARKER) -> None:
+    """Refuse (:class:`FolderNotOurs`) to let ``tool`` replace ``path`` unless it is missing, an empty folder, or a
+    folder holding only the files its ``marker`` lists (what a tool of this project wrote there, and said so).  A
+    symbolic link, a file, or a file where a folder above it should be is refused too."""
+    path = Path(path)
+    if path.is_symlink():
+        target = os.path.realpath(path)
+        raise FolderNotOurs(f"{path}: is a symbolic link (to {target}); {tool} writes only into a real folder")
+    if not path.exists():
+        for parent in path.parents:
+            if parent.exists() or parent.is_symlink():
+                if not parent.is_dir():
+                    raise FolderNotOurs(f"{path}: {parent} is a file, not a folder")
+                break
+        return
+    if not path.is_dir():
+        raise FolderNotOurs(f"{path}: is a file, not a folder")
+    listed = _listed_files(path, marker)
+    for name in folder_files(path):
+        if name == marker:
+            continue
+        if listed is None or name not in listed:
+            raise FolderNotOurs(
+                f"{path}: holds {name}, which {tool} did not write there; move it away or choose another folder "
+                "(an output folder is replaced only while it holds nothing but what this tool wrote)"
+            )
+
+
 @contextlib.contextmanager
-def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
+def atomic_dir(path: str | os.PathLike, tool: str | None = None, marker: str = WRITTEN_MARKER) -> Iterator[Path]:
     """Yield a temporary sibling folder; on success it replaces the folder ``path`` (models, adapters, worlds).
 
     A killed or failed writer leaves the previous folder intact and no half-written one behind; a failure for lack
     of space is raised as :class:`DiskFull` (the bytes needed: about the previous folder's, or what was written).
+
+    ``tool`` (a command's name): ``path`` is checked with :func:`check_replaceable` before anything is written and
+    again just before it is replaced, and ``marker`` in the new folder lists every file written (a JSON object; one
+    the writer made itself gains the ``files`` key), so that a later run of a tool may replace it while nobody has
+    added anything.  Without ``tool`` (a stage's own folders, inside a stage folder it holds) the folder is replaced
+    as it is.
     """
     path = Path(path)
+    if tool is not None:
+        check_replaceable(path, tool, marker)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
     tmp.chmod(0o777 & ~_umask())
     try:
         yield tmp
+        if tool is not None:
+            try:
+                record = json.loads((tmp / marker).read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                record = {}
+            record = {**(record if isinstance(record, dict) else {}), "written_by": tool}
+            record["files"] = [f for f in folder_files(tmp) if f != marker]
+            atomic_write(tmp / marker, json.dumps(record, indent=2, ensure_ascii=False) + "\n")
+            check_replaceable(path, tool, marker)  # nothing was added meanwhile
         if path.exists():
             shutil.rmtree(path)
         tmp.rename(path)

@@ -52,6 +52,18 @@ def cpu_bf16_native() -> bool:
     return bool({"avx512_bf16", "amx_bf16"} & cpu_flags())
 
 
+#: Precision settings of the training stages (SFT and RL): bf16 autocast over fp32 master weights, or plain fp32.
+PRECISIONS = ("auto", "bf16", "fp32")
+
+
+def uses_bf16(precision: str, device: str) -> bool:
+    """Whether training on ``device`` (cpu | cuda) runs under bf16 autocast: ``precision`` bf16 / fp32 say so; auto
+    means bf16 on CUDA and on a CPU with native bf16 dot products (:func:`cpu_bf16_native`), else fp32."""
+    if precision != "auto":
+        return precision == "bf16"
+    return device == "cuda" or cpu_bf16_native()
+
+
 def matmul_gflops(dtype: Any = None, n: int = 1024, seconds: float = 1.0) -> float:
     """Sustained GFLOP/s of an ``n`` x ``n`` matmul in ``dtype`` (default float32) on this process's threads (best
     of the runs made in about ``seconds``)."""

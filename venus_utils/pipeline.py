@@ -12,6 +12,10 @@ the first notebook starts (:func:`venus_utils.schemas.check_profile`); ``--check
 A run holds its run folder and the folders of the stages it runs (:mod:`venus_utils.locks`) before it deletes
 anything: a second pipeline on the same folder, or a stage it runs started by hand meanwhile, is refused at once with
 the holder's pid (:class:`RunFolderInUse`).  The notebooks' kernels share the pipeline's locks.
+
+SIGTERM and SIGINT (Ctrl-C) stop a run in order (:class:`Stopped`): every process it started ends (the notebook's
+kernel and what the kernel started, process pools and their helpers included: :func:`end_processes`), the locks are
+released, one line says what stopped and how to go on, and the exit status is 128 + the signal (143, 130).
 """
 
 from __future__ import annotations
@@ -20,12 +24,15 @@ import argparse
 import contextlib
 import hashlib
 import json
+import logging
 import os
+import signal
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
 from tqdm.auto import tqdm
 
 from .cli import UsageError, folder_argument, profile_argument
@@ -43,6 +50,85 @@ from .schemas import check_profile
 from .stage import SUMMARY, resolve_run_dir
 
 PARAMS_RECORD = ".params.json"
+
+
+class Stopped(BaseException):  # noqa: N818 - like KeyboardInterrupt: no `except Exception` may swallow it
+    """The run was told to stop (``signum``: SIGTERM or SIGINT).  ``processes`` are the processes the run had
+    started when the signal came, and ``groups`` their process groups other than the pipeline's own (the kernel runs
+    in a session of its own, and its pools in the kernel's group): :func:`end_processes` ends them."""
+
+    def __init__(self, signum: int, processes: list, groups: set[int]):
+        super().__init__(signal.Signals(signum).name)
+        self.signum, self.processes, self.groups = signum, processes, groups
+
+
+def started_processes() -> tuple[list, set[int]]:
+    """Every process this one started that is still alive (children, their children...), and their process groups
+    other than this process's own."""
+    own = os.getpgid(0)
+    procs = psutil.Process().children(recursive=True)
+    groups = set()
+    for proc in procs:
+        try:
+            group = os.getpgid(proc.pid)
+        except OSError:
+            continue
+        if group != own:
+            groups.add(group)
+    return procs, groups
+
+
+def end_processes(processes: list, groups: set[int], grace: float = 5.0) -> int:
+    """End ``processes`` and everything in ``groups`` (SIGTERM, then SIGKILL after ``grace`` seconds for whatever is
+    left); returns how many processes were asked to end.  Never signals this process's own group."""
+    own = os.getpgid(0)
+    groups = {g for g in groups if g != own}
+    alive = [p for p in processes if p.is_running()]
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        _signal_all(alive, groups, sig)
+        _, alive = psutil.wait_procs(alive, timeout=grace)
+        if not alive and not any(_group_alive(g) for g in groups):
+            break
+    return len(processes)
+
+
+def _group_alive(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+    except OSError:
+        return False
+    return True
+
+
+def _stop(signum, frame) -> None:
+    processes, groups = started_processes()  # now, while the kernel's children are still its children
+    _signal_all(processes, groups, signal.SIGTERM)  # before the notebook client's clean-up interrupts the kernel
+    raise Stopped(signum, processes, groups)
+
+
+def _signal_all(processes: list, groups: set[int], sig: int) -> None:
+    for group in groups:
+        try:
+            os.killpg(group, sig)
+        except OSError:  # the group is gone
+            pass
+    for proc in processes:
+        try:
+            proc.send_signal(sig)
+        except psutil.Error:
+            pass
+
+
+@contextlib.contextmanager
+def stop_on_signals():
+    """While inside: SIGTERM and SIGINT raise :class:`Stopped` in the main thread (the previous handlers come back
+    after)."""
+    previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 class StageFailed(RuntimeError):
@@ -261,9 +347,23 @@ def main(argv: list[str] | None = None) -> int:
             check_profile(profile, {nb.stem: notebook_defaults(nb) for nb in notebooks}, paths_for=chosen)
             print(f"{args.params}: every setting of every section is valid ({len(notebooks)} notebooks); nothing ran")
             return 0
-        results = run_pipeline(
-            args.params, args.out, args.only, args.resume, kernel_name=args.kernel, log_output=args.log_output
+        with stop_on_signals():
+            results = run_pipeline(
+                args.params, args.out, args.only, args.resume, kernel_name=args.kernel, log_output=args.log_output
+            )
+    except Stopped as stop:
+        with contextlib.suppress(Stopped):  # a second signal while the processes end: they are ending already
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            ended = end_processes(stop.processes, stop.groups)
+        # the notebook client's cell task, cut off by the signal, would be reported at exit as "never retrieved"
+        logging.getLogger("asyncio").setLevel(logging.CRITICAL)
+        print(
+            f"pipeline stopped by {stop}: ended the {ended} process(es) it had started and released its locks; "
+            f"run the same command with --resume to go on from the last finished stage",
+            file=sys.stderr,
         )
+        return 128 + stop.signum
     except UsageError as exc:
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)
         return 2

@@ -45,6 +45,7 @@ from .paths import (
 )
 from .validation import (
     check_like_default,
+    quote,
 )
 
 STAGE_RE = re.compile(r"^\d\d_[a-z0-9_]+$")
@@ -52,6 +53,17 @@ SECRET_RE = re.compile(
     r"(^|_)(api_?keys?|apikey|secrets?|token|password|passwd|key_id)$", re.IGNORECASE
 )  # not max_new_tokens
 RESERVED = {"run_dir", "stage_dir", "profile"}
+
+
+MAX_NAME_CHARS = 100
+PLAIN_NAME_RE = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*")
+
+
+def is_plain_name(name: Any) -> bool:
+    """A profile name that can only name a folder of its own under ``runs/``: letters, digits, ``_``, ``-`` and dots
+    after the first character (so never ``.``, ``..`` or a hidden folder), no separators, at most
+    :data:`MAX_NAME_CHARS` characters."""
+    return isinstance(name, str) and len(name) <= MAX_NAME_CHARS and PLAIN_NAME_RE.fullmatch(name) is not None
 
 
 class ConfigError(ValueError):
@@ -100,12 +112,77 @@ class DuplicateKeyError(ValueError):
         super().__init__(f"key '{key}' appears twice, on lines {lines[0]} and {lines[1]}")
 
 
+#: Limits on what a profile (or a ``--set`` value) may hold, checked on the parsed document before any value is built:
+#: its size on disk, its values counted as they expand (an alias counts as many values as its anchor holds: a few
+#: lines of nested aliases can stand for billions) and its nesting.  The shipped profiles hold ~6 kB, ~200 values and
+#: 3 levels.  The parser stops at the first value past a limit, so a refusal costs well under a second.
+MAX_PROFILE_BYTES = 1_000_000
+MAX_PROFILE_VALUES = 20_000
+MAX_PROFILE_DEPTH = 32
+
+
+class ProfileTooLarge(ValueError):
+    """A YAML document past :data:`MAX_PROFILE_VALUES` values once its aliases expand, or nested deeper than
+    :data:`MAX_PROFILE_DEPTH`."""
+
+
+def expanded_values(node: yaml.Node, limit: int = MAX_PROFILE_VALUES, depth_limit: int = MAX_PROFILE_DEPTH) -> int:
+    """How many values (scalars, lists, mappings, keys included) the YAML ``node`` holds once every alias is
+    expanded: each distinct node is counted once and its count reused where an alias repeats it, so the count costs
+    what the text does, however far it expands.  :class:`ProfileTooLarge` past ``limit`` or ``depth_limit``, or for
+    an alias inside its own anchor."""
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+
+    def size(n: yaml.Node, depth: int) -> int:
+        if id(n) in sizes:
+            return sizes[id(n)]
+        if id(n) in open_nodes:
+            raise ProfileTooLarge("an alias refers to a value that contains it (a recursive value)")
+        if depth > depth_limit:
+            raise ProfileTooLarge(f"values nested more than {depth_limit} levels deep")
+        open_nodes.add(id(n))
+        if isinstance(n, yaml.SequenceNode):
+            children = n.value
+        elif isinstance(n, yaml.MappingNode):
+            children = [c for pair in n.value for c in pair]
+        else:
+            children = []
+        total = 1
+        for child in children:
+            total += size(child, depth + 1)
+            if total > limit:
+                raise ProfileTooLarge(f"more than {limit:,} values once its aliases are expanded")
+        open_nodes.discard(id(n))
+        sizes[id(n)] = total
+        return total
+
+    return size(node, 0)
+
+
 class UniqueKeyLoader(yaml.SafeLoader):
     """``yaml.SafeLoader`` that refuses a mapping setting a key twice (PyYAML keeps the last value silently: a second
     ``03_sft_unsloth:`` section would replace the first), with :class:`DuplicateKeyError`.  Keys brought in by a merge
-    (``<<: *base``) may be set again: that is what a merge is for."""
+    (``<<: *base``) may be set again: that is what a merge is for.  A document past the size limits
+    (:func:`expanded_values`) is refused with :class:`ProfileTooLarge` before any value is built."""
+
+    def compose_node(self, parent, index):
+        """PyYAML's, counting the values written and the nesting as the text is read (a document past the limits
+        is refused at the first value past them, before the rest is parsed)."""
+        self._depth = getattr(self, "_depth", 0) + 1
+        try:
+            if self._depth > MAX_PROFILE_DEPTH:
+                raise ProfileTooLarge(f"values nested more than {MAX_PROFILE_DEPTH} levels deep")
+            if not self.check_event(yaml.AliasEvent):
+                self._written = getattr(self, "_written", 0) + 1
+                if self._written > MAX_PROFILE_VALUES:
+                    raise ProfileTooLarge(f"more than {MAX_PROFILE_VALUES:,} values")
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
 
     def construct_document(self, node):
+        expanded_values(node)  # before anything expands
         self._refuse_duplicate_keys(node, "", set())  # on the document as written, before merges are flattened
         return super().construct_document(node)
 
@@ -147,14 +224,21 @@ def yaml_problem(exc: yaml.YAMLError) -> str:
 
 
 def load_yaml(text: str) -> Any:
-    """``yaml.safe_load(text)`` that refuses duplicate keys (:class:`UniqueKeyLoader`); profiles and ``--set`` values
-    are read with it."""
+    """``yaml.safe_load(text)`` that refuses duplicate keys (:class:`UniqueKeyLoader`) and documents past the size
+    limits (:class:`ProfileTooLarge`: longer than :data:`MAX_PROFILE_BYTES`, too many values once expanded, nested too
+    deep); profiles and ``--set`` values are read with it."""
+    if len(text) > MAX_PROFILE_BYTES:
+        raise ProfileTooLarge(f"{len(text):,} characters, more than the {MAX_PROFILE_BYTES:,} a profile may hold")
     return yaml.load(text, Loader=UniqueKeyLoader)  # noqa: S506 - UniqueKeyLoader is a SafeLoader
 
 
 def read_profile_text(path: Path) -> str:
-    """The text of a profile file; :class:`ProfileFileError` when there is none to read or it is not UTF-8."""
+    """The text of a profile file; :class:`ProfileFileError` when there is none to read, it is larger than
+    :data:`MAX_PROFILE_BYTES` or it is not UTF-8."""
     try:
+        size = path.stat().st_size
+        if path.is_file() and size > MAX_PROFILE_BYTES:
+            raise ProfileFileError(path, f"{size:,} bytes, more than the {MAX_PROFILE_BYTES:,} a profile may hold")
         data = path.read_bytes()
     except FileNotFoundError:
         raise ProfileFileError(path, "profile file not found") from None
@@ -178,7 +262,7 @@ def load_profile(path: str | Path) -> Profile:
     text = read_profile_text(path)
     try:
         raw = load_yaml(text)
-    except DuplicateKeyError as exc:
+    except (DuplicateKeyError, ProfileTooLarge) as exc:
         raise ConfigError(f"{path}: {exc}") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML ({yaml_problem(exc)})") from None
@@ -186,8 +270,11 @@ def load_profile(path: str | Path) -> Profile:
         raise ConfigError(f"{path}: expected a mapping at the top level, got {type(raw).__name__}")
     _check_secrets(path, raw, "")
     name = raw.pop("profile", path.stem)
-    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
-        raise ConfigError(f"{path}: 'profile' must be a simple name, got {name!r}")
+    if not is_plain_name(name):
+        raise ConfigError(
+            f"{path}: 'profile' must be a plain folder name (letters, digits, '_', '-', '.' inside; not '.' or '..', "
+            f"no separators, at most {MAX_NAME_CHARS} characters), got {quote(name)}"
+        )
     shared: dict[str, Any] = {}
     sections: dict[str, dict[str, Any]] = {}
     for key, value in raw.items():
@@ -295,7 +382,7 @@ def run_by_papermill(namespace: dict[str, Any]) -> bool:
 
 def find_profile(name: str, params_dir: str | Path | None = None) -> Path | None:
     """``params/<name>.yaml`` (the checkout's, or the copy a wheel install carries), or None."""
-    if not re.fullmatch(r"[A-Za-z0-9_.-]+", str(name)):
+    if not is_plain_name(str(name)):
         return None
     path = Path(params_dir or PARAMS_DIR) / f"{name}.yaml"
     return path if path.is_file() else None

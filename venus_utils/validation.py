@@ -14,13 +14,34 @@ A number is always finite: ``.nan``, ``.inf`` and ``1.0e+400`` (which YAML reads
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import math
+import reprlib
 import types
 import typing
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
+
+#: How much of a refused value a message quotes (:func:`quote`): a value of millions of items, or one nested deep, is
+#: named by a short prefix, never echoed whole.
+QUOTE_CHARS = 120
+_QUOTER = reprlib.Repr()
+_QUOTER.maxlevel, _QUOTER.maxlist, _QUOTER.maxtuple, _QUOTER.maxdict, _QUOTER.maxset = 3, 6, 6, 4, 6
+_QUOTER.maxstring, _QUOTER.maxlong, _QUOTER.maxother = 60, 40, 60
+
+
+def described(value: Any) -> str:
+    """A value for a message with its type: ``str '0.5'``, ``list [0.1, 0.2]``, ``None`` (:func:`quote`)."""
+    return "None" if value is None else f"{type(value).__name__} {quote(value)}"
+
+
+def quote(value: Any, limit: int = QUOTE_CHARS) -> str:
+    """``repr(value)`` for a message, at most ``limit`` characters: the first items of a long list, the start of a
+    long string, ``...`` for the rest (``reprlib``: the cost does not grow with the value's size)."""
+    text = _QUOTER.repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 @dataclass(frozen=True)
@@ -90,7 +111,7 @@ class Setting:
         """Why ``value`` cannot be this setting's value (``must be ..., got ...``), or None."""
         if not matches(value, self.type):
             return f"must be {annotation_name(self.type)}, got {type_name(value)}" + (
-                "" if value is None else f" {value!r}"
+                "" if value is None else f" {quote(value)}"
             )
         bad = non_finite(value)
         if bad is not None:
@@ -99,10 +120,10 @@ class Setting:
         if rng is not None and value is not None:
             for x in value if isinstance(value, (list, tuple)) else [value]:
                 if _is_number(x) and not rng.ok(x):
-                    return f"must be {rng.describe()}, got {value!r}"
+                    return f"must be {rng.describe()}, got {quote(value)}"
         allowed = self.allowed()
         if allowed is not None and value is not None and value not in allowed:
-            return f"must be one of {tuple(allowed)}, got {value!r}"
+            return f"must be one of {tuple(allowed)}, got {quote(value)}"
         return None
 
 
@@ -172,16 +193,16 @@ def check_fields(obj: Any, ranges: dict[str, Range], where: str, choices: dict[s
         tp = hints.get(f.name, Any)
         if not matches(value, tp):
             expected = str(tp).replace("typing.", "").replace("<class '", "").replace("'>", "")
-            raise ValueError(f"{where}.{f.name}={value!r}: expected {expected}, got {type_name(value)}")
+            raise ValueError(f"{where}.{f.name}={quote(value)}: expected {expected}, got {type_name(value)}")
         bad = non_finite(value)
         if bad is not None:
             raise ValueError(f"{where}.{f.name}{bad[0]}={bad[1]!r}: must be a finite number")
         rng = ranges.get(f.name)
         if rng is not None and value is not None and not rng.ok(value):
-            raise ValueError(f"{where}.{f.name}={value!r}: must be {rng.describe()}")
+            raise ValueError(f"{where}.{f.name}={quote(value)}: must be {rng.describe()}")
         allowed = (choices or {}).get(f.name)
         if allowed is not None and value is not None and value not in allowed:
-            raise ValueError(f"{where}.{f.name}={value!r}: expected one of {tuple(allowed)}")
+            raise ValueError(f"{where}.{f.name}={quote(value)}: expected one of {tuple(allowed)}")
 
 
 def check_like_default(key: str, value: Any, default: Any) -> str | None:
@@ -210,12 +231,15 @@ def check_like_default(key: str, value: Any, default: Any) -> str | None:
             problem = check_like_default(key, item, default[0])
             if problem or item is None:
                 return (
-                    f"'{key}' must be a list of {type_name(default[0])} like its default {default!r}, got "
-                    f"{type_name(item)} {item!r} in {value!r}"
+                    f"'{key}' must be a list of {type_name(default[0])} like its default {quote(default)}, got "
+                    f"{type_name(item)} {quote(item)} in {quote(value)}"
                 )
     if ok:
         return None
-    return f"'{key}' must be {type_name(default)} like its default {default!r}, got {type_name(value)} {value!r}"
+    return (
+        f"'{key}' must be {type_name(default)} like its default {quote(default)}, got {type_name(value)} "
+        f"{quote(value)}"
+    )
 
 
 def parameter_values(namespace: dict[str, Any], names: set[str] | frozenset[str]) -> dict[str, Any]:
@@ -224,6 +248,26 @@ def parameter_values(namespace: dict[str, Any], names: set[str] | frozenset[str]
     or function imported under a setting's name is never taken for it."""
     literal = (str, int, float, bool, type(None), list, tuple, dict)
     return {k: v for k, v in namespace.items() if k in names and isinstance(v, literal)}
+
+
+def number_argument(rng: Range, kind: type = int) -> Callable[[str], Any]:
+    """An argparse ``type=`` for a count or size on a command line: the text as ``kind`` (int or float), finite and
+    within ``rng`` (the ranges the config classes and profiles check), else argparse's one-line usage error naming
+    the option, before anything loads."""
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            what = "a whole number" if kind is int else "a number"
+            raise argparse.ArgumentTypeError(f"expected {what}, got {quote(text)}") from None
+        if isinstance(value, float) and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"must be a finite number, got {quote(text)}")
+        if not rng.ok(value):
+            raise argparse.ArgumentTypeError(f"must be {rng.describe()}, got {quote(value)}")
+        return value
+
+    parse.__name__ = kind.__name__  # argparse names the type in its messages
+    return parse
 
 
 def parse_shard(shard: str | tuple[int, int], name: str = "shard") -> tuple[int, int]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -159,8 +160,11 @@ def test_make_tools_and_backend_refuse_clearly(world, tmp_path):
     assert make_tools(DemoSettings(world_dir=str(world))).names == ("search", "visit")
     with pytest.raises(InputError, match="no model found"):
         make_backend(default_settings(tmp_path))  # an empty run folder has no model
-    with pytest.raises(InputError, match="no such model folder"):
+    with pytest.raises(InputError, match="not a model folder"):
         make_backend(DemoSettings(model="checkpoint", checkpoint=str(tmp_path / "nope")))
+    # issue 42: a folder that is no model (here: the root, through ..) is named as such, before any loader reads it
+    with pytest.raises(InputError, match=r"not a model folder \(no config.json\)"):
+        make_backend(DemoSettings(model="checkpoint", checkpoint=str(tmp_path / os.path.relpath("/etc", tmp_path))))
     backend = make_backend(
         DemoSettings(model="endpoint", endpoint="http://127.0.0.1:6001", endpoint_key="typed-key").validated()
     )

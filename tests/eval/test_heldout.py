@@ -382,5 +382,5 @@ def test_kept_results_pool_like_the_run_folders_they_come_from(tmp_path, capsys)
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("not a kept folder")
     assert main(["keep", str(runs[0]), "--out", str(tmp_path / "mine")]) == 2
-    assert "not written by keep" in capsys.readouterr().err
+    assert "holds notes.txt, which eval keep did not write there" in capsys.readouterr().err
     assert (tmp_path / "mine" / "notes.txt").exists()

@@ -27,6 +27,7 @@ from pathlib import Path
 from ..env import redact
 from ..io import dumps_json
 from ..tools import make_toolbox
+from ..validation import AT_LEAST_1, NON_NEGATIVE, POSITIVE, number_argument
 from . import backends
 from .batch import question_rows, run_file
 from .loop import run_agent
@@ -45,18 +46,18 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--max-turns",
-        type=int,
+        type=number_argument(AT_LEAST_1),
         default=None,
         help="assistant turns per question (default: the model folder's venus_agent.json, else 200)",
     )
     p.add_argument(
         "--max-new-tokens",
-        type=int,
+        type=number_argument(AT_LEAST_1),
         default=None,
         help="new tokens per turn (default: the model folder's venus_agent.json, else 15000; rl: 8192)",
     )
-    p.add_argument("--temperature", type=float, default=None)
-    p.add_argument("--tool-timeout", type=float, default=150.0)
+    p.add_argument("--temperature", type=number_argument(NON_NEGATIVE, float), default=None)
+    p.add_argument("--tool-timeout", type=number_argument(POSITIVE, float), default=150.0)
     p.add_argument(
         "--system-prompt-style",
         default=None,
@@ -174,9 +175,9 @@ def main(argv: list[str] | None = None) -> int:
     run = sub.add_parser("run", help="answer a question file (resumable)")
     run.add_argument("--input", required=True)
     run.add_argument("--output", required=True)
-    run.add_argument("--samples", type=int, default=1, help="rollouts per question")
-    run.add_argument("--workers", type=int, default=4, help="concurrent rollouts")
-    run.add_argument("--limit", type=int, default=None, help="only the first N questions")
+    run.add_argument("--samples", type=number_argument(AT_LEAST_1), default=1, help="rollouts per question")
+    run.add_argument("--workers", type=number_argument(AT_LEAST_1), default=4, help="concurrent rollouts")
+    run.add_argument("--limit", type=number_argument(AT_LEAST_1), default=None, help="only the first N questions")
     run.add_argument("--token-ids", action="store_true", help="store prompt/completion ids and the mask")
     _common(run)
     args = parser.parse_args(argv)

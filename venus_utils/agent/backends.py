@@ -118,6 +118,17 @@ def _cached(key: tuple[str, str], files: tuple, keep: bool, loaded: tuple[Any, A
         return model, entry[2]
 
 
+def model_folder_path(path: str | os.PathLike) -> str:
+    """The real path of the model folder ``path`` (a folder holding ``config.json``, as ``save_pretrained`` writes
+    it); ``FileNotFoundError`` "<path>: not a model folder (...)" for anything else, before any loader reads it."""
+    folder = os.path.realpath(os.fspath(path))
+    if not os.path.isdir(folder):
+        raise FileNotFoundError(f"{path}: not a model folder (no such folder)")
+    if not os.path.isfile(os.path.join(folder, "config.json")):
+        raise FileNotFoundError(f"{path}: not a model folder (no config.json)")
+    return folder
+
+
 def load_pretrained(
     path: str | os.PathLike, device: str = "cpu", keep: bool = False, dtype: str = "auto"
 ) -> tuple[Any, Any]:
@@ -134,9 +145,7 @@ def load_pretrained(
     :data:`MAX_KEPT_MODELS` of them.  A failed load leaves nothing behind: the next call tries again.
     Callers share the model, so they must not train or modify it in place.
     """
-    folder = os.path.realpath(os.fspath(path))
-    if not os.path.isdir(folder):
-        raise FileNotFoundError(f"{path}: not a model folder")
+    folder = model_folder_path(path)
     if dtype not in ("auto", "saved"):
         raise ValueError(f"dtype={dtype!r}: expected auto | saved")
     upcast = dtype == "auto" and str(device) == "cpu"

@@ -45,7 +45,7 @@ import pyarrow.parquet as pq
 
 from .. import protocol
 from ..eval.judge import Judge
-from ..validation import parse_shard
+from ..validation import AT_LEAST_1, NON_NEGATIVE, PROPER_FRACTION, SEED, number_argument, parse_shard
 from . import rules, sources
 from .clean_core import (
     ARTIFACTS,
@@ -183,18 +183,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="bundled prompt: dr-venus (exact) | compact (offline profiles; the agent loop must match)",
     )
     p.add_argument("--current-date", default=None, help="date appended to the bundled system prompt")
-    p.add_argument("--short-max-turns", type=int, default=50)
-    p.add_argument("--medium-max-turns", type=int, default=100)
-    p.add_argument("--short-multiplier", type=int, default=1)
-    p.add_argument("--medium-multiplier", type=int, default=2)
-    p.add_argument("--long-multiplier", type=int, default=5)
+    p.add_argument("--short-max-turns", type=number_argument(AT_LEAST_1), default=50)
+    p.add_argument("--medium-max-turns", type=number_argument(AT_LEAST_1), default=100)
+    p.add_argument("--short-multiplier", type=number_argument(AT_LEAST_1), default=1)
+    p.add_argument("--medium-multiplier", type=number_argument(AT_LEAST_1), default=2)
+    p.add_argument("--long-multiplier", type=number_argument(AT_LEAST_1), default=5)
     p.add_argument(
         "--shuffle",
         action=argparse.BooleanOptionalAction,
         default=None,
         help="shuffle the resampled output (default: off in reference mode, on in strict mode)",
     )
-    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--seed", type=number_argument(SEED), default=42)
     p.add_argument("--keep-intermediate", action="store_true")
     p.add_argument("--keep-metadata", action="store_true")
     p.add_argument("--write-jsonl", action="store_true")
@@ -215,10 +215,22 @@ def build_parser() -> argparse.ArgumentParser:
         "--judge-cache", default=None, help="SQLite verdict cache (default <output-dir>/judge_cache.sqlite)"
     )
     p.add_argument("--tokenizer", default=None, help="local tokenizer folder for token accounting")
-    p.add_argument("--max-tokens", type=int, default=None, help="strict: drop rows longer than this (reason too_long)")
-    p.add_argument("--val-fraction", type=float, default=0.0, help="strict: fraction of questions in val.parquet")
-    p.add_argument("--workers", type=int, default=0, help="worker processes (0 = one per core)")
-    p.add_argument("--batch-rows", type=int, default=16, help="rows per worker task")
+    p.add_argument(
+        "--max-tokens",
+        type=number_argument(AT_LEAST_1),
+        default=None,
+        help="strict: drop rows longer than this (reason too_long)",
+    )
+    p.add_argument(
+        "--val-fraction",
+        type=number_argument(PROPER_FRACTION, float),
+        default=0.0,
+        help="strict: fraction of questions in val.parquet",
+    )
+    p.add_argument(
+        "--workers", type=number_argument(NON_NEGATIVE), default=0, help="worker processes (0 = one per core)"
+    )
+    p.add_argument("--batch-rows", type=number_argument(AT_LEAST_1), default=16, help="rows per worker task")
     p.add_argument(
         "--on-bad-line",
         choices=sources.ON_BAD_LINE,

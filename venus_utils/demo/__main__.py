@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import argparse
 
+from ..validation import Range, number_argument
 from .runs import (
     DEMO_FALLBACK,
+    MAX_NEW_TOKENS_RANGE,
     MAX_STEPS_LIMIT,
     PROMPT_CHOICES,
     DemoSettings,
@@ -28,11 +30,16 @@ from .runs import (
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m venus_utils.demo", description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1, local only)")
-    parser.add_argument("--port", type=int, default=7860, help="port (default 7860)")
+    parser.add_argument("--port", type=number_argument(Range(0, 65_535)), default=7860, help="port (default 7860)")
     parser.add_argument(
         "--run-dir", default="runs/smoke", help="run folder with the world and models (default runs/smoke)"
     )
-    parser.add_argument("--concurrency", type=int, default=2, help="runs at the same time; more users wait in a queue")
+    parser.add_argument(
+        "--concurrency",
+        type=number_argument(Range(1, 64)),
+        default=2,
+        help="runs at the same time; more users wait in a queue",
+    )
     parser.add_argument(
         "--model",
         default="auto",
@@ -43,13 +50,13 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument(
         "--max-steps",
-        type=int,
+        type=number_argument(Range(1, MAX_STEPS_LIMIT)),
         default=None,
         help=f"default turn budget (1-{MAX_STEPS_LIMIT}; default: the model's own, else {DEMO_FALLBACK['max_turns']})",
     )
     parser.add_argument(
         "--max-new-tokens",
-        type=int,
+        type=number_argument(Range(*MAX_NEW_TOKENS_RANGE)),
         default=None,
         help=f"tokens per turn (default: the model's own, else {DEMO_FALLBACK['max_new_tokens']})",
     )

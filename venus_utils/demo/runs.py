@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from ..agent.backends import OpenAIBackend, TransformersBackend
+from ..agent.backends import OpenAIBackend, TransformersBackend, model_folder_path
 from ..agent.loop import run_agent
 from ..agent.settings import resolve_agent_settings
 from ..aio import run_coroutine
@@ -463,8 +463,12 @@ def model_folder(settings: DemoSettings) -> str | None:
             folder = str(best_model(settings.extra.get("run_dir", "runs/smoke"))[1])
         except FileNotFoundError as exc:
             raise InputError(str(exc)) from None
-    if not folder or not Path(folder).is_dir():
-        raise InputError(f"{folder}: no such model folder")
+    if not folder:
+        raise InputError("choose a checkpoint folder")
+    try:
+        model_folder_path(folder)
+    except FileNotFoundError as exc:
+        raise InputError(str(exc)) from None
     return folder
 
 

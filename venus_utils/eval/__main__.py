@@ -27,6 +27,7 @@ import sys
 from pathlib import Path
 
 from ..io import write_json
+from ..validation import AT_LEAST_1, SEED, number_argument
 from .heldout import SCORED, EvalSettings, compare_runs, draw_heldout, evaluate_model, keep_results, summary
 
 COLUMNS = ["run", "slice", "n", "accuracy_before", "accuracy_after", "difference", "diff_ci_low", "diff_ci_high"]
@@ -75,11 +76,23 @@ def main(argv: list[str] | None = None) -> int:
     v.add_argument("--model", required=True, help="a model folder (save_pretrained output)")
     v.add_argument("--world", required=True, help="the offline world folder (00_setup/world)")
     v.add_argument("--split", default="val", help="the world's question split (default val)")
-    v.add_argument("--n", type=int, default=200, help="questions drawn, stratified (default 200)")
-    v.add_argument("--max-turns", type=int, default=None, help="turns per question (default: the model's own)")
-    v.add_argument("--max-new-tokens", type=int, default=None, help="tokens per turn (default: the model's own)")
+    v.add_argument(
+        "--n", type=number_argument(AT_LEAST_1), default=200, help="questions drawn, stratified (default 200)"
+    )
+    v.add_argument(
+        "--max-turns",
+        type=number_argument(AT_LEAST_1),
+        default=None,
+        help="turns per question (default: the model's own)",
+    )
+    v.add_argument(
+        "--max-new-tokens",
+        type=number_argument(AT_LEAST_1),
+        default=None,
+        help="tokens per turn (default: the model's own)",
+    )
     v.add_argument("--system-prompt-style", default=None, help="dr-venus or compact (default: the model folder's own)")
-    v.add_argument("--seed", type=int, default=0, help="the draw's seed")
+    v.add_argument("--seed", type=number_argument(SEED), default=0, help="the draw's seed")
     v.add_argument("--out", default=None, help="scored table (parquet; default <model>/../validation_<split>.parquet)")
     k = sub.add_parser("keep", help="copy a run's held-out results into a folder to commit (results/<run>)")
     k.add_argument("run", help="the run folder, e.g. runs/cpu-hard-seed10")

@@ -31,7 +31,7 @@ from ..agent import AgentConfig, load_backend
 from ..agent.batch import run_file_async
 from ..agent.settings import AgentSettings, model_agent_settings
 from ..aio import run_coroutine
-from ..io import atomic_dir, atomic_path, read_json, write_json
+from ..io import atomic_dir, atomic_path, check_replaceable, read_json, write_json
 from ..paths import RL_STAGE, SFT_STAGE
 from ..questions import load_questions, made_with, stratified_sample
 from ..tools import make_toolbox
@@ -342,7 +342,8 @@ def compare(baseline: pd.DataFrame, other: pd.DataFrame) -> dict[str, Any]:
 KEPT_COLUMNS = ("id", "sample", "question", "answer", "prediction", "correct", "em", "f1", "turns", "judge")
 KEPT_COLUMNS += ("judge_method",)  # which answers the offline fallback judged when the LLM judge failed
 KEPT_FILES = ("summary.json", "arms.json", "profile.yaml")
-KEPT_MARKER = "kept.json"  # what says a folder was written by keep_results, which may then replace it
+KEPT_MARKER = "kept.json"  # what says a folder was written by keep_results (and lists it), which may then replace it
+KEEP_TOOL = "eval keep"
 
 
 def keep_results(run_dir: str | Path, out_dir: str | Path) -> list[Path]:
@@ -354,15 +355,15 @@ def keep_results(run_dir: str | Path, out_dir: str | Path) -> list[Path]:
     run, out = Path(run_dir), Path(out_dir)
     if run.resolve() == out.resolve():
         raise ValueError(f"--out {out}: the run folder itself")
-    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / KEPT_MARKER).is_file())):
-        raise ValueError(f"--out {out}: exists and was not written by keep; choose another folder")
+    check_replaceable(out, KEEP_TOOL, KEPT_MARKER)  # before anything is read
     tables = [run / rel for rel in SCORED.values()] + sorted(run.glob(f"{SFT_STAGE}/validation_*.parquet"))
     tables = [path for path in tables if path.is_file()]
     if not tables:
         raise FileNotFoundError(f"{run}: no held-out results to keep ({', '.join(SCORED.values())})")
     files = [path for name in KEPT_FILES for path in [run / name, *sorted(run.glob(f"*/{name}"))] if path.is_file()]
     written = []
-    with atomic_dir(out) as tmp:  # all of it or nothing; an earlier keep into the same folder is replaced whole
+    # all of it or nothing; an earlier keep into the same folder is replaced whole while nobody added to it
+    with atomic_dir(out, KEEP_TOOL, KEPT_MARKER) as tmp:
         for path in tables:
             scored = load_scored(path)
             keep = [c for c in (*KEPT_COLUMNS, *META_COLUMNS) if c in scored.columns]

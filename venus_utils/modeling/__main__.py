@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from ..io import FolderNotOurs
+from ..validation import SEED, Range, number_argument
 from .model import SIZES, build_tiny_model, load_metadata
 
 
@@ -13,7 +15,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m venus_utils.modeling", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     tiny = sub.add_parser("tiny", help="build the tiny Qwen3 base model + tokenizer + chat template (offline)")
-    tiny.add_argument("--out", required=True, help="output folder (replaced if it exists)")
+    tiny.add_argument(
+        "--out", required=True, help="output folder (replaced if it holds nothing but a model this command wrote)"
+    )
     tiny.add_argument(
         "--size", default="tiny", choices=sorted(SIZES), help="model size (default: tiny, ~1.6M parameters)"
     )
@@ -23,25 +27,37 @@ def main(argv: list[str] | None = None) -> int:
         help="world folder whose pages + trajectories train the tokenizer (default: built-in corpus)",
     )
     tiny.add_argument(
-        "--vocab-size", type=int, default=2048, help="learned BPE vocabulary incl. the 256 bytes (default 2048)"
+        "--vocab-size",
+        type=number_argument(Range(300, 262_144)),
+        default=2048,
+        help="learned BPE vocabulary incl. the 256 bytes (default 2048)",
     )
     tiny.add_argument(
-        "--max-token-length", type=int, default=4, help="longest BPE piece in characters; 0 = unlimited (default 4)"
+        "--max-token-length",
+        type=number_argument(Range(0, 64)),
+        default=4,
+        help="longest BPE piece in characters; 0 = unlimited (default 4)",
     )
     tiny.add_argument(
-        "--max-position-embeddings", type=int, default=8192, help="context length of the config (default 8192)"
+        "--max-position-embeddings",
+        type=number_argument(Range(64, 1 << 20)),
+        default=8192,
+        help="context length of the config (default 8192)",
     )
-    tiny.add_argument("--seed", type=int, default=0)
+    tiny.add_argument("--seed", type=number_argument(SEED), default=0)
     args = parser.parse_args(argv)
-    out = build_tiny_model(
-        args.out,
-        args.world,
-        size=args.size,
-        vocab_size=args.vocab_size,
-        max_token_length=args.max_token_length or None,
-        max_position_embeddings=args.max_position_embeddings,
-        seed=args.seed,
-    )
+    try:
+        out = build_tiny_model(
+            args.out,
+            args.world,
+            size=args.size,
+            vocab_size=args.vocab_size,
+            max_token_length=args.max_token_length or None,
+            max_position_embeddings=args.max_position_embeddings,
+            seed=args.seed,
+        )
+    except FolderNotOurs as exc:
+        parser.error(f"--out {exc}")
     print(json.dumps({"out": str(out), **load_metadata(out)}, indent=2))
     return 0
 

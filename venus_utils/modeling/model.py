@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..io import atomic_dir, write_json
+from ..io import atomic_dir, check_replaceable, write_json
 from .corpus import corpus_texts
 from .tokenizer import EOS_TOKEN, PAD_TOKEN, train_tokenizer
 
@@ -41,6 +41,7 @@ SIZES: dict[str, TinySize] = {
 }
 
 METADATA = "venus_modeling.json"  # what built the folder (size, vocab, corpus size), read by notebooks
+TOOL = "venus_utils.modeling"  # what writes a model folder; it replaces only a folder that holds nothing else
 
 
 def build_model(tokenizer, size: str | TinySize = "tiny", max_position_embeddings: int = 8192, seed: int = 0):
@@ -84,9 +85,11 @@ def build_tiny_model(
     ``texts_or_world_dir``: a world folder (``pages.jsonl`` + ``trajectories/``, see ``venus_utils.world``), an
     iterable of texts, or None for the built-in corpus (DR-Venus protocol conversations + the shared examples
     when present).  Returns ``out_dir``.  The folder is written to a temporary sibling and renamed, so a killed
-    build never leaves a half-written model.
+    build never leaves a half-written model; an existing ``out_dir`` is replaced only while it holds nothing but a
+    model this function wrote (:func:`venus_utils.io.check_replaceable`: else :class:`~venus_utils.io.FolderNotOurs`).
     """
     out_dir = Path(out_dir)
+    check_replaceable(out_dir, TOOL)  # before the tokenizer is trained
     if size not in SIZES:
         raise ValueError(f"size={size!r}: expected one of {sorted(SIZES)}")
     texts = list(corpus_texts(texts_or_world_dir))
@@ -94,7 +97,7 @@ def build_tiny_model(
         raise ValueError(f"{texts_or_world_dir}: no text to train the tokenizer on")
     tokenizer = train_tokenizer(texts, vocab_size=vocab_size, max_token_length=max_token_length)
     model = build_model(tokenizer, size, max_position_embeddings=max_position_embeddings, seed=seed)
-    with atomic_dir(out_dir) as tmp:
+    with atomic_dir(out_dir, tool=TOOL) as tmp:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         write_json(

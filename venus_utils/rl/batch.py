@@ -7,12 +7,13 @@ they need no TRL.
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Sequence
 
+from ..validation import described, quote
 from .advantages import compute_turn_advantages
 from .config import IGPOConfig
+from .rewards import RewardCellError, function_name, number_problem
 
 #: an advantage rule over a batch: each rollout's turn rewards (one per non-final turn; None: no reward of its own),
 #: outcome and group (its question) -> one advantage per turn of each rollout (notebook 04's ``turn_advantages`` cell)
@@ -28,6 +29,7 @@ def process_advantages(
     *,
     turn_advantages: TurnAdvantages | None = None,
     turns: Sequence[tuple] | None = None,
+    step: int | None = None,
 ) -> list[list[float]]:
     """Advantages of one process's samples: computed on the gathered batch (every process's
     ``(rewards, length, group, judge score, completion digest)`` in process order), then sliced, so sharding changes
@@ -48,7 +50,7 @@ def process_advantages(
     else:
         if turns is None or len(turns) != len(gathered):
             raise ValueError("turn_advantages needs each sample's (turn rewards, outcome, turn spans)")
-        adv = rule_advantages(turn_advantages, turns, lengths, groups)
+        adv = rule_advantages(turn_advantages, turns, lengths, groups, step=step)
         if stats is not None:  # what the library's rule reports of a batch (a rule has no IG scale of its own)
             stats.update(rule_statistics(turns, lengths, groups))
     if stats is not None:
@@ -79,28 +81,42 @@ def rule_statistics(turns: Sequence[tuple], lengths: Sequence[int], groups: Sequ
 
 
 def rule_advantages(
-    rule: TurnAdvantages, turns: Sequence[tuple], lengths: Sequence[int], groups: Sequence[Hashable]
+    rule: TurnAdvantages,
+    turns: Sequence[tuple],
+    lengths: Sequence[int],
+    groups: Sequence[Hashable],
+    *,
+    step: int | None = None,
 ) -> list[list[float]]:
     """Token advantages from a ``rule`` over the batch's rollouts with tokens (in batch order): it gets their turn
     rewards, outcomes and groups (``turns[k]``: ``(turn rewards, outcome, turn spans)``) and returns one advantage
     per turn of each rollout, which every token of that turn receives.  A failed rollout (no tokens) gets none.  A
-    rule that returns the wrong shape or a non-finite value is an error that says so."""
+    rule that raises, or returns the wrong shape or a value that is not a finite number within
+    :data:`~.rewards.REWARD_BOUND`, is a :class:`~.rewards.RewardCellError` naming the rule, the step (``step``), the
+    question (its group) and the value."""
     live = [k for k, n in enumerate(lengths) if n > 0]
-    rows = rule([list(turns[k][0]) for k in live], [float(turns[k][1]) for k in live], [groups[k] for k in live])
-    if len(rows) != len(live):
-        raise ValueError(f"turn_advantages gave {len(rows)} rows for {len(live)} rollouts: one row per rollout")
+    name = f"{function_name(rule)} at RL step {step if step is not None else '?'}"
+    try:
+        rows = rule([list(turns[k][0]) for k in live], [float(turns[k][1]) for k in live], [groups[k] for k in live])
+    except Exception as exc:
+        raise RewardCellError(f"{name} raised {type(exc).__name__}: {quote(str(exc), 300)[1:-1]}") from exc
+    if not isinstance(rows, (list, tuple)) or len(rows) != len(live):
+        got = f"{len(rows)} rows" if isinstance(rows, (list, tuple)) else described(rows)
+        raise RewardCellError(f"{name} gave {got} for {len(live)} rollouts: one row per rollout")
     adv = [[0.0] * n for n in lengths]
     for k, row in zip(live, rows):
-        spans, row = turns[k][2], [float(v) for v in row]
-        if len(row) != len(spans):
-            raise ValueError(
-                f"turn_advantages gave {len(row)} values for a rollout of {len(spans)} turns (group {groups[k]!r}): "
-                "one advantage per turn"
-            )
-        if not all(math.isfinite(v) for v in row):
-            raise ValueError(f"turn_advantages gave a non-finite advantage (group {groups[k]!r}): {row}")
+        spans, where = turns[k][2], f"{name} on question {quote(groups[k], 90)}"
+        if hasattr(row, "tolist") and not isinstance(row, (list, tuple)):
+            row = row.tolist()
+        if not isinstance(row, (list, tuple)) or len(row) != len(spans):
+            got = f"{len(row)} values" if isinstance(row, (list, tuple)) else described(row)
+            raise RewardCellError(f"{where} gave {got} for a rollout of {len(spans)} turns: one advantage per turn")
+        for j, value in enumerate(row):
+            problem = number_problem(value)
+            if problem:
+                raise RewardCellError(f"{where} gave {problem} for turn {j} in {quote(row)}")
         for (start, end), value in zip(spans, row):
-            adv[k][start:end] = [value] * (end - start)
+            adv[k][start:end] = [float(value)] * (end - start)
     return adv
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from ..perf import PRECISIONS, uses_bf16
 from ..protocol import check_system_prompt_style
 from ..validation import (
     AT_LEAST_1,
@@ -135,6 +136,15 @@ class IGPOConfig:
         default=True,
         metadata={"help": "Recompute activations in the update (DR-Venus: on); off is faster where memory allows."},
     )
+    precision: str = field(
+        default="auto",
+        metadata={
+            "help": "auto | bf16 | fp32: the update's forward and backward and the reference log-probs under bf16 "
+            "autocast (fp32 master weights and optimizer), or plain fp32. auto: bf16 on CUDA and on a CPU with "
+            "native bf16 dot products (avx512_bf16 / AMX), else fp32. Generation and the information gain keep the "
+            "model's own dtype."
+        },
+    )
     prompts_per_step: int = field(default=16, metadata={"help": "data.train_batch_size: questions per RL step."})
     num_generations: int = field(default=8, metadata={"help": "Group size n: rollouts per question."})
     micro_batch_size: int = field(default=1, metadata={"help": "Trajectories per forward/backward."})
@@ -222,6 +232,8 @@ class IGPOConfig:
             raise ValueError(f"info_gain_type must be one of {INFO_GAIN_TYPES}, got {self.info_gain_type!r}")
         if self.reward_mode not in REWARD_MODES:
             raise ValueError(f"reward_mode must be one of {REWARD_MODES}, got {self.reward_mode!r}")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
         if self.norm_mode not in NORM_MODES:
             raise ValueError(f"norm_mode must be one of {NORM_MODES}, got {self.norm_mode!r}")
         if self.reward_mode == "grpo" and self.search_cost:
@@ -242,6 +254,10 @@ class IGPOConfig:
                 f"micro_batch_size={self.micro_batch_size} must divide prompts_per_step x num_generations "
                 f"= {self.prompts_per_step * self.num_generations}"
             )
+
+    def uses_bf16(self, device: str) -> bool:
+        """Whether the update and the scoring forwards on ``device`` run under bf16 autocast (:attr:`precision`)."""
+        return uses_bf16(self.precision, device)
 
     @property
     def trajectories_per_step(self) -> int:

@@ -44,7 +44,7 @@ from ..protocol import extract_answer
 from .batch import DynamicBatch, TurnAdvantages, process_advantages, turn_spans
 from .config import IGPOConfig
 from .loss import policy_loss, token_logprobs
-from .rewards import Episode, episode_rewards, reward_functions
+from .rewards import Episode, call_reward_cell, episode_rewards, reward_functions
 from .rollout import VLLMServer
 from .scoring import judge_episodes, score_turns
 
@@ -102,7 +102,7 @@ def grpo_args(cfg: IGPOConfig, output_dir: str | Path, *, device: str = "cpu", w
         remove_unused_columns=False,
         use_vllm=vllm,
         use_cpu=not cuda,
-        bf16=cuda and torch.cuda.is_bf16_supported(),
+        bf16=cuda and torch.cuda.is_bf16_supported() and cfg.uses_bf16("cuda"),
         disable_dropout=True,
         log_completions=False,
         shuffle_dataset=True,
@@ -246,7 +246,9 @@ class IGPOTrainer(AtomicCheckpoints, GRPOTrainer):
                 ep.extra.update(turn_rewards=[], outcome=0.0)
                 rewards.append({})
                 continue
-            turn, outcome = self.turn_reward(ep), float(self.outcome_reward(ep))
+            step = self.state.global_step
+            turn = call_reward_cell(self.turn_reward, ep, "turn", step)
+            outcome = call_reward_cell(self.outcome_reward, ep, "outcome", step)
             ep.extra.update(turn_rewards=list(turn), outcome=outcome)
             rewards.append(episode_rewards(ep, turn, outcome, self.im_end_id))
         return rewards
@@ -335,6 +337,7 @@ class IGPOTrainer(AtomicCheckpoints, GRPOTrainer):
             stats,
             turn_advantages=self.turn_advantages,
             turns=turns,
+            step=self.state.global_step,
         )
 
         prompt_ids = pad(
@@ -404,17 +407,24 @@ class IGPOTrainer(AtomicCheckpoints, GRPOTrainer):
             self.phases = PhaseTimer()
         return super().log(logs, *args, **kwargs)
 
+    def _cpu_autocast(self):
+        """bf16 autocast for the update and the reference log-probs on a CPU (``IGPOConfig.precision``; on CUDA the
+        training arguments' ``bf16`` does it)."""
+        on = self.accelerator.device.type == "cpu" and self.igpo.uses_bf16("cpu")
+        return torch.autocast("cpu", dtype=torch.bfloat16, enabled=on)
+
     def _logps(self, model, ids, attn, k, ref=False):
         rows = []
         for s in range(0, ids.size(0), self.args.per_device_train_batch_size):
             sl = slice(s, s + self.args.per_device_train_batch_size)
             if model is None:  # PEFT: the reference is the base with the adapter disabled
-                with self.policy().disable_adapter():
+                with self.policy().disable_adapter(), self._cpu_autocast():
                     rows.append(
                         token_logprobs(self.policy(), ids[sl], attn[sl], k, temperature=self.igpo.temperature)[0]
                     )
             else:
-                rows.append(token_logprobs(model, ids[sl], attn[sl], k, temperature=self.igpo.temperature)[0])
+                with self._cpu_autocast():
+                    rows.append(token_logprobs(model, ids[sl], attn[sl], k, temperature=self.igpo.temperature)[0])
         return torch.cat(rows)
 
     # --- loss --------------------------------------------------------------------------------------------
@@ -422,7 +432,8 @@ class IGPOTrainer(AtomicCheckpoints, GRPOTrainer):
         ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], 1)
         attn = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], 1)
         k = inputs["completion_ids"].size(1)
-        logps, entropy = token_logprobs(model, ids, attn, k, temperature=self.igpo.temperature, entropy=True)
+        with self._cpu_autocast():
+            logps, entropy = token_logprobs(model, ids, attn, k, temperature=self.igpo.temperature, entropy=True)
         mask = inputs["completion_mask"] * inputs["tool_mask"]
         mode = "train" if self.model.training else "eval"
         normalizer = inputs["num_items_in_batch"].clamp(min=1.0) / self.accelerator.num_processes

@@ -30,12 +30,14 @@ import functools
 import hashlib
 import inspect
 import math
+import numbers
 import textwrap
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..protocol import extract_answer, parse_tool_call, render_chat
+from ..validation import described, quote
 from .advantages import ZERO_REWARD
 from .format_penalty import apply_format_penalties
 
@@ -183,6 +185,63 @@ def turn_reward_positions(ep: Episode, im_end_id: int | None) -> list[int]:
                     break
         positions.append(pos)
     return positions
+
+
+#: The largest magnitude a reward cell (turn reward, outcome, advantage) may return.  IGPO's rewards are a few nats
+#: of information gain, the -1 format penalty and a 0/1 outcome, its advantages z-scores; a value past this would
+#: swamp every other signal of the batch (``1e300`` overflows the loss), so it is taken for a bug in the cell.
+REWARD_BOUND = 100.0
+
+
+class RewardCellError(ValueError):
+    """A reward or advantage function (notebook 04's cells) raised, or returned something that is not a finite
+    number within :data:`REWARD_BOUND` where one was expected; the message names the function, the RL step, the
+    question and the value.  Training stops there and nothing is saved."""
+
+
+def function_name(fn: Callable) -> str:
+    """How a message names a reward function: ``turn_reward`` (notebook 04's cell of that name), or its repr."""
+    return getattr(fn, "__name__", None) or quote(fn)
+
+
+def number_problem(value: Any) -> str | None:
+    """Why ``value`` cannot be a reward or an advantage (None when it can): not a real number (a string, a bool,
+    None, a list...), not finite, or past :data:`REWARD_BOUND`."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return f"{described(value)}, not a number"
+    x = float(value)
+    if not math.isfinite(x):
+        return f"{quote(value)}, not a finite number"
+    if abs(x) > REWARD_BOUND:
+        return f"{quote(value)}, outside [-{REWARD_BOUND:g}, {REWARD_BOUND:g}]"
+    return None
+
+
+def call_reward_cell(fn: Callable, ep: Episode, kind: str, step: int | None = None) -> Any:
+    """``fn(ep)`` checked: ``kind`` ``"turn"`` wants one number or None per non-final turn (a list or tuple),
+    ``"outcome"`` one number; anything else, or an exception inside ``fn``, is a :class:`RewardCellError` naming the
+    function, the step, the question and the value."""
+    where = f"{function_name(fn)} at RL step {step if step is not None else '?'} on question {quote(ep.question, 90)}"
+    try:
+        out = fn(ep)
+    except Exception as exc:
+        raise RewardCellError(f"{where} raised {type(exc).__name__}: {quote(str(exc), 300)[1:-1]}") from exc
+    if kind == "outcome":
+        problem = number_problem(out)
+        if problem:
+            raise RewardCellError(f"{where} returned {problem}: an outcome reward is one number")
+        return float(out)
+    if hasattr(out, "tolist") and not isinstance(out, (list, tuple)):  # a numpy array of rewards
+        out = out.tolist()
+    if not isinstance(out, (list, tuple)):
+        raise RewardCellError(
+            f"{where} returned {described(out)}: expected a list with one number (or None) per non-final turn"
+        )
+    for j, r in enumerate(out):
+        problem = None if r is None else number_problem(r)
+        if problem:
+            raise RewardCellError(f"{where} returned {problem} for turn {j} in {quote(out)}")
+    return [None if r is None else float(r) for r in out]
 
 
 def place_rewards(

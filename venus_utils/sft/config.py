@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from ..perf import cpu_bf16_native
+from ..perf import PRECISIONS, uses_bf16
 from ..validation import (
     AT_LEAST_1,
     DEVICES,
@@ -55,7 +55,6 @@ RANGES = {
 }
 
 ENGINES = ("auto", "unsloth", "trl")
-PRECISIONS = ("auto", "bf16", "fp32")
 #: Allowed values of the settings that are words, checked with the numbers.
 CHOICES = {
     "engine": ENGINES,
@@ -180,9 +179,7 @@ class SFTConfig:
 
     def uses_bf16(self, device: str) -> bool:
         """Whether training on ``device`` (cpu | cuda) runs under bf16 autocast (:attr:`precision`)."""
-        if self.precision != "auto":
-            return self.precision == "bf16"
-        return device == "cuda" or cpu_bf16_native()
+        return uses_bf16(self.precision, device)
 
     @property
     def gradient_accumulation_steps(self) -> int:

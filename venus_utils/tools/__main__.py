@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..validation import POSITIVE, Range, number_argument
 from .toolbox import Toolbox, make_toolbox
 
 
@@ -30,8 +31,10 @@ def main(argv: list[str] | None = None) -> int:
     v.add_argument("--backend", default="local", choices=["local", "jina"])
     for p in (s, v):
         p.add_argument("--world", default=None, help="world folder (local backend)")
-        p.add_argument("--timeout", type=float, default=150.0, help="seconds for the whole call")
-        p.add_argument("--top-k", type=int, default=None)
+        p.add_argument(
+            "--timeout", type=number_argument(POSITIVE, float), default=150.0, help="seconds for the whole call"
+        )
+        p.add_argument("--top-k", type=number_argument(Range(1, 100)), default=None)
         p.add_argument("--cache-dir", default=None)
     args = parser.parse_args(argv)
     if not args.timeout > 0:

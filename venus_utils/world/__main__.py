@@ -1,7 +1,8 @@
 """``python -m venus_utils.world build --out DIR [--seed N] [--size small|medium] [--n-worlds K] ...``
 
-A bad argument (``--out`` naming a file, or a folder that cannot be created; settings that
-:class:`WorldConfig` refuses) exits 2 with one message before anything is generated.
+A bad argument (``--out`` naming a file, a link, a folder that holds what this command did not write, or one that
+cannot be created; settings that :class:`WorldConfig` refuses, counts and sizes out of range) exits 2 with one message
+before anything is generated.
 """
 
 from __future__ import annotations
@@ -10,7 +11,9 @@ import argparse
 import json
 from pathlib import Path
 
-from .build import WorldConfig, build_world
+from ..io import FolderNotOurs, check_replaceable
+from ..validation import number_argument
+from .build import RANGES, WORLD_TOOL, WorldConfig, build_world
 from .expert import VISIT_POLICIES
 from .graph import SIZES
 
@@ -20,15 +23,29 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="generate a world folder")
     b.add_argument("--out", required=True, help="output folder")
-    b.add_argument("--seed", type=int, default=0)
+    b.add_argument("--seed", type=number_argument(RANGES["seed"]), default=0)
     b.add_argument("--size", default="small", choices=list(SIZES))
-    b.add_argument("--n-worlds", type=int, default=1, help="sub-worlds in one index")
-    b.add_argument("--heldout-worlds", type=int, default=0, help="sub-worlds whose questions go to val/test only")
-    b.add_argument("--top-k", type=int, default=WorldConfig.search_top_k, help="search results per query")
-    b.add_argument("--snippet-chars", type=int, default=WorldConfig.snippet_chars)
-    b.add_argument("--visit-sentences", type=int, default=WorldConfig.visit_max_sentences)
+    b.add_argument("--n-worlds", type=number_argument(RANGES["n_worlds"]), default=1, help="sub-worlds in one index")
+    b.add_argument(
+        "--heldout-worlds",
+        type=number_argument(RANGES["heldout_worlds"]),
+        default=0,
+        help="sub-worlds whose questions go to val/test only",
+    )
+    b.add_argument(
+        "--top-k",
+        type=number_argument(RANGES["search_top_k"]),
+        default=WorldConfig.search_top_k,
+        help="search results per query",
+    )
+    b.add_argument("--snippet-chars", type=number_argument(RANGES["snippet_chars"]), default=WorldConfig.snippet_chars)
+    b.add_argument(
+        "--visit-sentences",
+        type=number_argument(RANGES["visit_max_sentences"]),
+        default=WorldConfig.visit_max_sentences,
+    )
     b.add_argument("--visit-policy", default="always", choices=VISIT_POLICIES)
-    b.add_argument("--max-trajectories", type=int, default=None)
+    b.add_argument("--max-trajectories", type=number_argument(RANGES["max_trajectories"]), default=None)
     args = parser.parse_args(argv)
     settings = dict(
         seed=args.seed,
@@ -45,14 +62,14 @@ def main(argv: list[str] | None = None) -> int:
         WorldConfig(**settings)
     except ValueError as exc:
         parser.error(str(exc))
-    out, hint = Path(args.out), "expected a folder for the world, created if missing"
-    if out.exists() and not out.is_dir():
-        parser.error(f"--out is a file: {out} ({hint})")
+    out = Path(args.out)
     try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:  # e.g. a file where a parent folder should be
-        parser.error(f"cannot create the world folder {out}: {exc.strerror or exc} ({hint})")
-    meta = build_world(out, **settings)
+        check_replaceable(out, WORLD_TOOL)  # a file, a link, a folder holding anything else: one line, nothing built
+        meta = build_world(out, **settings)
+    except FolderNotOurs as exc:
+        parser.error(f"--out {exc}")
+    except OSError as exc:  # e.g. a folder that cannot be created
+        parser.error(f"cannot write the world folder {out}: {exc.strerror or exc}")
     print(json.dumps({"out": args.out, "counts": meta["counts"], "trajectories": meta["trajectories"]}, indent=2))
     return 0
 

@@ -24,41 +24,44 @@ import pyarrow.parquet as pq
 from tqdm.auto import tqdm
 
 from .. import protocol
-from ..io import atomic_path, write_json, write_jsonl
+from ..io import atomic_dir, atomic_path, check_replaceable, write_json, write_jsonl
 from ..tools.search import LocalSearch
 from ..tools.visit import LocalVisit
-from ..validation import AT_LEAST_1, FRACTION, NON_NEGATIVE, SEED, check_fields
+from ..validation import FRACTION, NON_NEGATIVE, SEED, Range, check_fields
 from ..world_store import META_FILE, NOISE_FILE, PAGES_FILE, TRAJECTORIES_DIR, qa_path, subworld_group, subworld_tier
 from .expert import NOISE_KINDS, VISIT_POLICIES, Expert, NoiseLog, inject_noise
 from .graph import SIZES, NameMaker, build_graph
 from .questions import HARD_TEMPLATES, TEMPLATES, make_questions
 
 DATA_SOURCE = "venus_world"
+WORLD_TOOL = "venus_utils.world"  # what writes a world folder; it replaces only a folder that holds nothing else
 ABILITY = "search & question answering"  # DR-Venus's constant
 
+#: The most sub-worlds one index may hold: a small sub-world is ~300 pages and ~1,800 questions in memory at once.
+MAX_WORLDS = 256
 #: Allowed values of the numeric knobs (types come from the annotations), checked before anything is generated.
 RANGES = {
     "seed": SEED,
-    "n_worlds": AT_LEAST_1,
-    "heldout_worlds": NON_NEGATIVE,
+    "n_worlds": Range(1, MAX_WORLDS),
+    "heldout_worlds": Range(0, MAX_WORLDS),
     "val_frac": FRACTION,
     "test_frac": FRACTION,
     "rl_frac": FRACTION,
-    "min_hops": AT_LEAST_1,
-    "max_hops": AT_LEAST_1,
-    "hard_worlds": NON_NEGATIVE,
-    "rl_worlds": NON_NEGATIVE,
-    "hard_min_hops": AT_LEAST_1,
-    "hard_max_hops": AT_LEAST_1,
+    "min_hops": Range(1, 10),
+    "max_hops": Range(1, 10),
+    "hard_worlds": Range(0, MAX_WORLDS),
+    "rl_worlds": Range(0, MAX_WORLDS),
+    "hard_min_hops": Range(1, 10),
+    "hard_max_hops": Range(1, 10),
     "hard_namesake_rate": FRACTION,
     "namesake_rate": FRACTION,
     "distractor_rate": FRACTION,
-    "search_top_k": AT_LEAST_1,
-    "snippet_chars": AT_LEAST_1,
-    "visit_max_sentences": AT_LEAST_1,
+    "search_top_k": Range(1, 100),
+    "snippet_chars": Range(1, 100_000),
+    "visit_max_sentences": Range(1, 1_000),
     "query_string_rate": FRACTION,
     "max_trajectories": NON_NEGATIVE,
-    "shard_size": AT_LEAST_1,
+    "shard_size": Range(1, 10_000_000),
 }
 #: Allowed values of the knobs that are words.
 CHOICES = {"visit_policy": VISIT_POLICIES}
@@ -220,9 +223,12 @@ def _write_parquet(path: Path, table) -> None:
 def build_world(out_dir: str | Path, seed: int = 0, size: str = "small", progress: bool = True, **knobs) -> dict:
     """Generate the world into ``out_dir`` and return its ``world.json`` content (see the module docstring): the
     sub-worlds' entities and pages, their questions, the expert's trajectories (the questions it cannot solve with
-    these tools are dropped), the question splits, the noisy raw trajectories, and the counts that describe them."""
+    these tools are dropped), the question splits, the noisy raw trajectories, and the counts that describe them.
+    The folder is written aside and swapped in whole; an existing ``out_dir`` is replaced only while it holds nothing
+    but a world this function wrote (:func:`venus_utils.io.check_replaceable`)."""
     cfg = WorldConfig.from_knobs(knobs, seed=seed, size=size)
-    out, t0 = Path(out_dir), time.perf_counter()
+    check_replaceable(out_dir, WORLD_TOOL)  # before anything is generated
+    t0 = time.perf_counter()
     entities, pages, hard_entities = _entities_and_pages(cfg, seed)
     questions = _questions(cfg, entities, hard_entities)
     expert = _expert(cfg, pages)
@@ -233,6 +239,13 @@ def build_world(out_dir: str | Path, seed: int = 0, size: str = "small", progres
             unsolvable += 1
         else:
             solved.append((q, msgs))
+    with atomic_dir(out_dir, WORLD_TOOL) as out:  # the whole world or none of it
+        meta = _write_world(out, cfg, seed, solved, expert, pages, entities, questions, unsolvable, t0)
+    return meta
+
+
+def _write_world(out: Path, cfg: WorldConfig, seed: int, solved, expert, pages, entities, questions, unsolvable, t0):
+    """Write the world's files into ``out``; returns ``world.json``'s content."""
     qa = _write_splits(out, cfg, seed, solved)
     trajectories = _write_trajectories(out, cfg, seed, qa["train"], solved, expert)
     write_jsonl(out / PAGES_FILE, pages)
