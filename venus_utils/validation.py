@@ -254,6 +254,7 @@ def number_argument(rng: Range, kind: type = int) -> Callable[[str], Any]:
     """An argparse ``type=`` for a count or size on a command line: the text as ``kind`` (int or float), finite and
     within ``rng`` (the ranges the config classes and profiles check), else argparse's one-line usage error naming
     the option, before anything loads."""
+
     def parse(text: str) -> Any:
         try:
             value = kind(text)

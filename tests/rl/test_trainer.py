@@ -38,6 +38,7 @@ def small_cfg(**kw):
         ig_tool_filter=None,
         learning_rate=1e-3,
         kl_coef=0.01,
+        precision="fp32",  # exact checks (a one-step KL > 0); the bf16 path: test_reward_cell_errors.py
     )
     base.update(kw)
     return IGPOConfig(**base)

@@ -135,7 +135,7 @@ def test_an_advantage_rule_of_the_wrong_shape_is_an_error_that_says_so():
         rule_advantages(lambda r, o, g: [[1.0], [3.0]], turns, [5, 4], ["a", "a"])
     with pytest.raises(ValueError, match="one row per rollout"):
         rule_advantages(lambda r, o, g: [[1.0, 2.0]], turns, [5, 4], ["a", "a"])
-    with pytest.raises(ValueError, match="non-finite"):
+    with pytest.raises(ValueError, match="not a finite number"):
         rule_advantages(lambda r, o, g: [[1.0, float("nan")], [3.0]], turns, [5, 4], ["a", "a"])
 
 

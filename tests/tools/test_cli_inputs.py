@@ -65,11 +65,11 @@ def test_tools_cli_invalid_settings(world_dir, tmp_path, capsys):
         f"error: cache folder is a file: {a_file} (expected a folder; a missing one is created)"
     )
     assert usage_error(tools_main, ["search", "q", "--world", world_dir, "--timeout", "0"], capsys).endswith(
-        "error: --timeout must be a positive number of seconds, got 0"
+        "error: argument --timeout: must be > 0, got 0.0"
     )
     assert usage_error(
         tools_main, ["visit", "u", "--goal", "g", "--world", world_dir, "--top-k", "-1"], capsys
-    ).endswith("error: --top-k must be at least 1, got -1")
+    ).endswith("error: argument --top-k: must be >= 1 and <= 100, got -1")
 
 
 def test_tools_cli_missing_world_in_a_subprocess(tmp_path):
@@ -93,10 +93,10 @@ def test_world_cli_refuses_a_file_for_out_and_bad_settings(tmp_path, capsys):
     a_file = tmp_path / "taken"
     a_file.write_text("x")
     assert usage_error(world_main, ["build", "--out", a_file, "--size", "tiny"], capsys).endswith(
-        f"error: --out is a file: {a_file} (expected a folder for the world, created if missing)"
+        f"error: --out {a_file}: is a file, not a folder"
     )
     below = a_file / "world"
-    assert f"error: cannot create the world folder {below}: " in usage_error(
+    assert f"error: --out {below}: {a_file} is a file, not a folder" in usage_error(
         world_main, ["build", "--out", below, "--size", "tiny"], capsys
     )
     fresh = tmp_path / "fresh"

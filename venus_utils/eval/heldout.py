@@ -341,7 +341,7 @@ def compare(baseline: pd.DataFrame, other: pd.DataFrame) -> dict[str, Any]:
 #: the columns a kept result holds: enough to pair, pool and break down (no rollouts, no page text)
 KEPT_COLUMNS = ("id", "sample", "question", "answer", "prediction", "correct", "em", "f1", "turns", "judge")
 KEPT_COLUMNS += ("judge_method",)  # which answers the offline fallback judged when the LLM judge failed
-KEPT_FILES = ("summary.json", "arms.json", "profile.yaml")
+KEPT_FILES = ("summary.json", "arms.json", "profile.yaml", "metrics.jsonl")  # metrics: per RL step
 KEPT_MARKER = "kept.json"  # what says a folder was written by keep_results (and lists it), which may then replace it
 KEEP_TOOL = "eval keep"
 
@@ -350,13 +350,13 @@ def keep_results(run_dir: str | Path, out_dir: str | Path) -> list[Path]:
     """Copy what a run's held-out results say into ``out_dir`` (a folder to commit; run folders do not outlive a
     machine): each scored table of :data:`SCORED` that the run has, at the same place, reduced to
     :data:`KEPT_COLUMNS` and the breakdown columns; each stage's ``summary.json``; the run's ``arms.json`` and
-    ``profile.yaml``; the validation tables beside the SFT model.  ``python -m venus_utils.eval compare`` pools such
-    folders as it pools run folders.  Returns the files written."""
+    ``profile.yaml``; the validation tables beside each model (``eval validate``).  ``python -m venus_utils.eval
+    compare`` pools such folders as it pools run folders.  Returns the files written."""
     run, out = Path(run_dir), Path(out_dir)
     if run.resolve() == out.resolve():
         raise ValueError(f"--out {out}: the run folder itself")
     check_replaceable(out, KEEP_TOOL, KEPT_MARKER)  # before anything is read
-    tables = [run / rel for rel in SCORED.values()] + sorted(run.glob(f"{SFT_STAGE}/validation_*.parquet"))
+    tables = [run / rel for rel in SCORED.values()] + sorted(run.glob("*/validation_*.parquet"))
     tables = [path for path in tables if path.is_file()]
     if not tables:
         raise FileNotFoundError(f"{run}: no held-out results to keep ({', '.join(SCORED.values())})")

@@ -37,10 +37,6 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--top-k", type=number_argument(Range(1, 100)), default=None)
         p.add_argument("--cache-dir", default=None)
     args = parser.parse_args(argv)
-    if not args.timeout > 0:
-        parser.error(f"--timeout must be a positive number of seconds, got {args.timeout:g}")
-    if args.top_k is not None and args.top_k < 1:
-        parser.error(f"--top-k must be at least 1, got {args.top_k}")
     knobs = {"top_k": args.top_k} if args.top_k else {}
     backend = "local" if args.backend == "local" else "web"
     if backend == "local" and not args.world:
