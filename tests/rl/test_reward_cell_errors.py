@@ -4,6 +4,7 @@ nothing is saved; issue 39: the update runs under bf16 autocast where ``precisio
 
 from __future__ import annotations
 
+import copy
 import math
 
 import pytest
@@ -13,7 +14,13 @@ from venus_utils.rl.batch import rule_advantages
 from venus_utils.rl.config import IGPOConfig
 from venus_utils.rl.rewards import REWARD_BOUND, RewardCellError, call_reward_cell
 
-from .test_trainer import ROWS, EchoTools, exact_judge, small_cfg
+from .test_trainer import _trainer, small_cfg
+
+
+def own_copy(tiny_lm):
+    """The session's micro model, copied: training here must not move the model other tests start from."""
+    model, tok = tiny_lm
+    return copy.deepcopy(model), tok
 
 
 class Ep:
@@ -93,24 +100,11 @@ def test_a_bad_advantage_rule_is_named_with_its_step_question_and_value():
 def test_training_stops_at_a_bad_cell_and_saves_nothing(tiny_lm, tmp_path, cell):
     """Notebook 04's path: the trainer calls the cell on every episode of the step; the first bad value stops it
     before any update, and no checkpoint or model appears."""
-    from datasets import Dataset
 
-    from venus_utils.rl.igpo_trainer import IGPOTrainer, grpo_args
-    from venus_utils.rl.rollout import make_agent_rollout
+    def turn_reward(ep):
+        return [cell(ep)[0]] * (ep.num_turns - 1) if ep.num_turns > 1 else []
 
-    model, tok = tiny_lm
-    cfg = small_cfg(max_steps=1)
-    trainer = IGPOTrainer(
-        model,
-        tok,
-        Dataset.from_list(ROWS),
-        cfg,
-        grpo_args(cfg, tmp_path),
-        rollout_fn=make_agent_rollout(EchoTools()),
-        judge=exact_judge,
-        turn_reward=lambda ep: [cell(ep)[0]] * (ep.num_turns - 1) if ep.num_turns > 1 else [],
-    )
-    trainer.turn_reward.__name__ = "turn_reward"
+    trainer = _trainer(own_copy(tiny_lm), tmp_path, small_cfg(max_steps=1), turn_reward=turn_reward)
     with pytest.raises(RewardCellError, match=r"^turn_reward at RL step 0 on question '(Which year|Who founded)"):
         trainer.train()
     assert trainer.state.global_step == 0
@@ -118,26 +112,12 @@ def test_training_stops_at_a_bad_cell_and_saves_nothing(tiny_lm, tmp_path, cell)
 
 
 def test_precision_says_whether_the_update_runs_under_bf16_autocast(tiny_lm, tmp_path):
-    from datasets import Dataset
-
-    from venus_utils.rl.igpo_trainer import IGPOTrainer, grpo_args
-    from venus_utils.rl.rollout import make_agent_rollout
-
     assert IGPOConfig(precision="bf16").uses_bf16("cpu") and not IGPOConfig(precision="fp32").uses_bf16("cuda")
     with pytest.raises(ValueError, match="precision must be one of"):
         IGPOConfig(precision="fp16")
-    model, tok = tiny_lm
     for precision in ("bf16", "fp32"):
         cfg = small_cfg(max_steps=1, precision=precision, save_steps=100)
-        trainer = IGPOTrainer(
-            model,
-            tok,
-            Dataset.from_list(ROWS),
-            cfg,
-            grpo_args(cfg, tmp_path / precision),
-            rollout_fn=make_agent_rollout(EchoTools()),
-            judge=exact_judge,
-        )
+        trainer = _trainer(own_copy(tiny_lm), tmp_path / precision, cfg, turn_reward=None)
         with trainer._cpu_autocast():
             assert torch.is_autocast_enabled("cpu") == (precision == "bf16")
         trainer.train()  # the update and the reference log-probs run in it

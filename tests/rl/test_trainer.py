@@ -52,10 +52,12 @@ ROWS = rl_rows(
 )
 
 
-def _trainer(tiny_lm, out, cfg, resume_step=None):
+def _trainer(tiny_lm, out, cfg, resume_step=None, **kwargs):
+    """An IGPOTrainer on ``ROWS`` with the echo tools and the exact judge; ``kwargs`` replace its other arguments."""
     from datasets import Dataset
 
     model, tok = tiny_lm
+    kwargs = {"turn_reward": lambda ep: ep.info_gain, **kwargs}
     return IGPOTrainer(
         model,
         tok,
@@ -64,8 +66,8 @@ def _trainer(tiny_lm, out, cfg, resume_step=None):
         grpo_args(cfg, out),
         rollout_fn=make_agent_rollout(EchoTools()),
         judge=exact_judge,
-        turn_reward=lambda ep: ep.info_gain,
         resume_step=resume_step,
+        **kwargs,
     )
 
 
