@@ -29,6 +29,7 @@ from typing import Any
 import yaml
 
 from .defaults import STAGE_DEFAULTS, stage_defaults
+from .distributed import leave
 from .profiles import (
     ConfigError,
     DuplicateKeyError,
@@ -157,4 +158,5 @@ def run_cli(
     except (ConfigError, StageMissing, FileNotFoundError, ValueError) as exc:
         print(f"{name}: error: {exc}", file=sys.stderr)
         return 2
+    leave(0)  # a process of an ``accelerate launch`` run ends here (gloo's teardown can deadlock at exit)
     return 0

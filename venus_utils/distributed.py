@@ -9,6 +9,7 @@ distributed run the collectives return their argument unchanged.
 from __future__ import annotations
 
 import os
+import sys
 
 
 def world_size() -> int:
@@ -54,3 +55,22 @@ def rank0_value(value: float) -> float:
     t = torch.tensor([value], dtype=torch.float64, device=_collective_device())
     dist.broadcast(t, src=0)
     return float(t.item())
+
+
+def leave(code: int = 0) -> None:
+    """End this process of a distributed run once every process reached this point, without tearing gloo down.
+
+    Freeing the last reference to a gloo process group (the DDP reducer holds one) joins its worker threads while
+    holding the GIL, and a worker that is still freeing a finished collective's tensors waits for the GIL: torch's
+    destructors then deadlock, and one process hangs after it wrote everything (seen in CI).  So every process waits
+    at a barrier, flushes its streams and leaves with ``os._exit``; outside a distributed run this returns.  For the
+    processes of ``accelerate launch`` and torchrun (the command lines); ``notebook_launcher`` waits for its function's
+    return value instead."""
+    if not _distributed():
+        return
+    import torch.distributed as dist
+
+    dist.barrier()
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(code)

@@ -49,7 +49,7 @@ def main(model_dir: str, out_dir: str, checkpoint: str | None = None) -> None:
     import torch
     from datasets import Dataset
 
-    from venus_utils.distributed import world_size
+    from venus_utils.distributed import leave, world_size
     from venus_utils.rl import IGPOConfig
     from venus_utils.rl.igpo_trainer import IGPOTrainer, grpo_args
     from venus_utils.rl.policy import load_policy
@@ -101,9 +101,7 @@ def main(model_dir: str, out_dir: str, checkpoint: str | None = None) -> None:
         }
         Path(out_dir, "result.json").write_text(json.dumps(result))
         torch.save({k: v.detach().clone() for k, v in weights.items()}, Path(out_dir, "weights.pt"))
-    trainer.accelerator.wait_for_everyone()
-    if torch.distributed.is_initialized():  # a clean gloo teardown: exiting with its threads alive can abort a rank
-        torch.distributed.destroy_process_group()
+    leave(0)  # every process, past a barrier; gloo's teardown at exit can deadlock (distributed.leave)
 
 
 if __name__ == "__main__":
