@@ -67,7 +67,7 @@ pipeline: $(ENV_STAMP)
 # A static HTML site of an executed run (one page per notebook, with its plots and tables, and an index of the
 # key figures), in runs/$(PROFILE)/book/. Secrets are masked; nothing is executed. Run `make pipeline` first.
 book: $(ENV_STAMP)
-	$(VENV)/bin/python -m venus_utils.book --run runs/$(PROFILE) $(BOOK_ARGS)
+	$(VENV)/bin/python -m venus_utils.html_book --run runs/$(PROFILE) $(BOOK_ARGS)
 
 test: test-core test-unsloth
 

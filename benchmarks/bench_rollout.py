@@ -49,7 +49,7 @@ def main(argv=None) -> int:
 
     from venus_utils.perf import machine_peak
     from venus_utils.rl.policy import load_policy
-    from venus_utils.rl.questions import qa_rows, rl_question_file
+    from venus_utils.rl.training_rows import qa_rows, rl_question_file
 
     tmp = Path(tempfile.mkdtemp(prefix="bench_rollout_"))
     world, model_dir = _inputs(args.run, tmp)

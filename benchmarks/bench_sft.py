@@ -187,7 +187,7 @@ def main(argv=None):
         default=64,
         help="pad_to_multiple_of of the recipe's variants (the trainer's default; 1: exact shapes, as the naive ones)",
     )
-    p.add_argument("--full", action="store_true", help="the full size (the numbers in the README's history)")
+    p.add_argument("--full", action="store_true", help="the full size (the numbers in docs/performance.md)")
     p.add_argument("--threads", type=int, default=int(os.environ.get("OMP_NUM_THREADS", str(os.cpu_count() or 1))))
     p.add_argument("--json", help="also write the results here")
     args = p.parse_args(argv)

@@ -1,4 +1,4 @@
-"""`make book`: an executed run rendered as a static site (venus_utils.book).
+"""`make book`: an executed run rendered as a static site (venus_utils.html_book).
 
 The smoke pipeline's fixture lives in tests/test_notebooks.py with module scope, so it cannot be shared with this
 file without running the pipeline a second time.  These tests build a small run of their own instead (four tiny
@@ -17,7 +17,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from venus_utils import book
+from venus_utils import html_book
 from venus_utils.paths import RUNS_DIR
 from venus_utils.pipeline import StageFailed, run_pipeline
 
@@ -101,7 +101,7 @@ def fake_run(tmp_path_factory):
     params.write_text("profile: tiny\nseed: 3\n")
     run_dir = root / "runs" / "tiny"
     mp = pytest.MonkeyPatch()
-    mp.setenv("SERPER_KEY_ID", PLANTED)  # the kernels inherit it, and book.redact must mask it
+    mp.setenv("SERPER_KEY_ID", PLANTED)  # the kernels inherit it, and html_book.redact must mask it
     try:
         with pytest.raises(StageFailed):
             run_pipeline(params, run_dir, notebooks_dir=nbs, progress=False)
@@ -116,7 +116,7 @@ def rendered(fake_run):
     mp = pytest.MonkeyPatch()
     mp.setenv("SERPER_KEY_ID", PLANTED)
     try:
-        index = book.build_book(run_dir, root / "site", notebooks_dir=nbs)
+        index = html_book.build_book(run_dir, root / "site", notebooks_dir=nbs)
     finally:
         mp.undo()
     pages = {p.name: p.read_text(encoding="utf-8") for p in index.parent.glob("*.html")}
@@ -130,7 +130,7 @@ def test_the_fake_run_holds_what_the_book_must_handle(fake_run):
     assert any("image/png" in o.get("data", {}) for o in outputs)
     assert any(PLANTED in o.get("text", "") for o in outputs), "the planted key must be in the executed notebook"
     failed = nbformat.read(run_dir / "02_gamma" / "02_gamma.ipynb", as_version=4)
-    assert any(book.PAPERMILL_ERROR_TAG in c.metadata.get("tags", []) for c in failed.cells)
+    assert any(html_book.PAPERMILL_ERROR_TAG in c.metadata.get("tags", []) for c in failed.cells)
     assert not (run_dir / "03_delta").exists()
 
 
@@ -196,7 +196,7 @@ def test_no_secret_in_any_page(rendered):
         plain = html.unescape(text) + _text(text)
         assert PLANTED not in plain, f"planted key in {name}"
         assert UNKNOWN_KEY not in plain and UNKNOWN_KEY_HEAD + "abab" not in plain, f"key-shaped text in {name}"
-        assert not book.leaks(text, [PLANTED]), name
+        assert not html_book.leaks(text, [PLANTED]), name
     assert "the key is ***" in _text(pages["00_alpha.html"])
     assert "looked like a secret key" in pages["01_beta.html"]
     for path in index.parent.rglob("*"):
@@ -206,48 +206,50 @@ def test_no_secret_in_any_page(rendered):
 def test_refuses_a_page_that_would_hold_a_secret(fake_run, tmp_path, monkeypatch):
     """The final check catches what the per-output cleaning cannot (here: a key shown in a page title)."""
     _, nbs, run_dir = fake_run
-    with pytest.raises(book.BookError, match="looks like a secret"):
-        book.build_book(run_dir, tmp_path / "site", notebooks_dir=nbs, title="run of " + UNKNOWN_KEY)
+    with pytest.raises(html_book.BookError, match="looks like a secret"):
+        html_book.build_book(run_dir, tmp_path / "site", notebooks_dir=nbs, title="run of " + UNKNOWN_KEY)
     assert not (tmp_path / "site").exists()
 
 
 def test_rerender_replaces_the_site_but_never_a_foreign_folder(fake_run, tmp_path):
     _, nbs, run_dir = fake_run
     out = tmp_path / "site"
-    book.build_book(run_dir, out, notebooks_dir=nbs)
-    book.build_book(run_dir, out, notebooks_dir=nbs)  # its own site, untouched: replaced
+    html_book.build_book(run_dir, out, notebooks_dir=nbs)
+    html_book.build_book(run_dir, out, notebooks_dir=nbs)  # its own site, untouched: replaced
     (out / "my-notes.html").write_text("a page of mine")  # issue 42: a file added since is never deleted
-    with pytest.raises(book.BookError, match="holds my-notes.html, which venus_utils.book did not write there"):
-        book.build_book(run_dir, out, notebooks_dir=nbs)
+    with pytest.raises(
+        html_book.BookError, match="holds my-notes.html, which venus_utils.html_book did not write there"
+    ):
+        html_book.build_book(run_dir, out, notebooks_dir=nbs)
     assert (out / "my-notes.html").read_text() == "a page of mine"
     foreign = tmp_path / "mine"
     foreign.mkdir()
     (foreign / "notes.txt").write_text("keep me")
-    with pytest.raises(book.BookError, match="holds notes.txt, which venus_utils.book did not write there"):
-        book.build_book(run_dir, foreign, notebooks_dir=nbs)
-    with pytest.raises(book.BookError, match="would replace the run folder"):
-        book.build_book(run_dir, run_dir, notebooks_dir=nbs)
+    with pytest.raises(html_book.BookError, match="holds notes.txt, which venus_utils.html_book did not write there"):
+        html_book.build_book(run_dir, foreign, notebooks_dir=nbs)
+    with pytest.raises(html_book.BookError, match="would replace the run folder"):
+        html_book.build_book(run_dir, run_dir, notebooks_dir=nbs)
     assert (foreign / "notes.txt").read_text() == "keep me"
 
 
 def test_missing_run_says_what_to_run(tmp_path, capsys):
-    assert book.main(["--run", str(tmp_path / "runs" / "paper")]) == 2
+    assert html_book.main(["--run", str(tmp_path / "runs" / "paper")]) == 2
     err = capsys.readouterr().err
     assert "make pipeline PROFILE=paper" in err
     (tmp_path / "runs" / "empty").mkdir(parents=True)
-    assert book.main(["--run", str(tmp_path / "runs" / "empty")]) == 2
+    assert html_book.main(["--run", str(tmp_path / "runs" / "empty")]) == 2
 
 
 def test_cli_prints_the_index(fake_run, tmp_path, capsys):
     _, _, run_dir = fake_run
-    assert book.main(["--run", str(run_dir), "--out", str(tmp_path / "site")]) == 0
+    assert html_book.main(["--run", str(run_dir), "--out", str(tmp_path / "site")]) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert last == str(tmp_path / "site" / "index.html")
 
 
 def test_key_figures_flatten_scalars_only():
-    machine = {f"k{i}": i for i in range(book.MAX_SHOWN + 1)}
-    main, more = book.key_figures(
+    machine = {f"k{i}": i for i in range(html_book.MAX_SHOWN + 1)}
+    main, more = html_book.key_figures(
         {
             "stage": "x",
             "profile": "p",
@@ -277,7 +279,7 @@ def test_key_figures_flatten_scalars_only():
     ],
 )
 def test_key_patterns(text):
-    assert book.find_keys(f"before {text} after")
+    assert html_book.find_keys(f"before {text} after")
 
 
 @pytest.mark.parametrize(
@@ -292,17 +294,17 @@ def test_key_patterns(text):
     ],
 )
 def test_key_patterns_spare_ordinary_text(text):
-    assert not book.find_keys(text)
+    assert not html_book.find_keys(text)
 
 
 def test_renders_the_real_smoke_run_when_it_exists(tmp_path):
     """Render `runs/smoke` as `make book` would, if `make pipeline` has made it (never runs the pipeline)."""
     run_dir = RUNS_DIR / "smoke"
-    executed = book.find_executed(run_dir)
+    executed = html_book.find_executed(run_dir)
     if not executed:
         pytest.skip("runs/smoke has no executed notebook (run `make pipeline` first)")
     t0 = time.perf_counter()
-    index = book.build_book(run_dir, tmp_path / "book")
+    index = html_book.build_book(run_dir, tmp_path / "book")
     seconds = time.perf_counter() - t0
     pages = {p.stem: p.read_text(encoding="utf-8") for p in index.parent.glob("[0-9][0-9]_*.html")}
     assert sorted(pages) == [p.stem for p in executed]
@@ -313,11 +315,11 @@ def test_renders_the_real_smoke_run_when_it_exists(tmp_path):
         nb = nbformat.read(path, as_version=4)
         pngs = sum("image/png" in o.get("data", {}) for c in nb.cells if c.cell_type == "code" for o in c.outputs)
         assert len(IMG.findall(pages[path.stem])) >= pngs, f"{path.stem}: {pngs} figure(s) expected"
-        assert not book.leaks(pages[path.stem], book.secret_values()), path.stem
+        assert not html_book.leaks(pages[path.stem], html_book.secret_values()), path.stem
         summary = path.parent / "summary.json"
         if summary.exists():
             elapsed = json.loads(summary.read_text())["elapsed_s"]
-            assert f"<td>{book._format(elapsed)}</td>" in index_text
+            assert f"<td>{html_book._format(elapsed)}</td>" in index_text
     print(f"rendered {len(pages)} page(s) of runs/smoke in {seconds:.1f}s")
 
 
@@ -342,7 +344,7 @@ def test_the_story_rows_show_intervals_and_the_headline_slice():
             {"baseline": "SFT", "model": "RL (IGPO)", **pair, "headline": {**pair, "n": 285, "slice": "hard/heldout"}}
         ],
     }
-    headline, rows = book.story_rows(story)
+    headline, rows = html_book.story_rows(story)
     assert headline == "hard/heldout"
     assert rows["models"] == [
         {"model": "SFT", "all": "0.552 [0.512, 0.591] (n = 600)", "headline": "0.250 [0.200, 0.310] (n = 285)"}
@@ -351,7 +353,7 @@ def test_the_story_rows_show_intervals_and_the_headline_slice():
         ("RL (IGPO) vs SFT", "all (n = 600)", "+0.020 [-0.010, +0.050]", "0.291", "14 / 8"),
         ("RL (IGPO) vs SFT", "hard/heldout (n = 285)", "+0.020 [-0.010, +0.050]", "0.291", "14 / 8"),
     ]
-    assert book.story_rows({"models": [], "comparisons": []}) == ("all", {"models": [], "comparisons": []})
+    assert html_book.story_rows({"models": [], "comparisons": []}) == ("all", {"models": [], "comparisons": []})
 
 
 def test_library_warnings_progress_bars_and_long_tables_do_not_clutter_a_page():
@@ -377,7 +379,7 @@ def test_library_warnings_progress_bars_and_long_tables_do_not_clutter_a_page():
         ),
         new_output("execute_result", data={"text/html": "<table><tr><td>short</td></tr></table>"}),
     ]
-    nb, info = book.tidy_notebook(new_notebook(cells=[cell]), secrets=[], rewrites=[], stages=set())
+    nb, info = html_book.tidy_notebook(new_notebook(cells=[cell]), secrets=[], rewrites=[], stages=set())
     outputs = nb.cells[0].outputs
     texts = [o.get("text") or o["data"].get("text/html") or o["data"].get("text/plain") for o in outputs]
     assert not any("FutureWarning" in t for t in texts)
@@ -404,7 +406,7 @@ def test_a_run_without_a_hard_tier_still_shows_its_paired_comparison():
         "models": [{"model": "SFT", "accuracy": 0.0, "ci_low": 0.0, "ci_high": 0.56, "n": 3, "headline": head}],
         "comparisons": [{"baseline": "SFT", "model": "RL (IGPO)", **pair, "headline": {**pair, "slice": "all"}}],
     }
-    headline, rows = book.story_rows(story)
+    headline, rows = html_book.story_rows(story)
     assert headline == "all" and [(r["pair"], r["slice"]) for r in rows["comparisons"]] == [
         ("RL (IGPO) vs SFT", "all (n = 3)")
     ]

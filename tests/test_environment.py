@@ -105,7 +105,8 @@ def test_environment_yml_matches_the_cpu_lock():
 def test_gpu_and_unsloth_locks_are_consistent():
     gpu = lock("requirements/gpu.txt")
     uns = lock("requirements/unsloth-cpu.txt")
-    # the version window the code must support (README, "Environments"): transformers 5.17-5.24, trl 1.15-1.16;
+    # the version window the code must support (docs/scaling.md, "Environments"): transformers 5.17-5.24,
+    # trl 1.15-1.16;
     # Unsloth caps them at 5.17 / 1.15, so the GPU and Unsloth locks sit at the bottom of the window
     assert gpu["unsloth"] == uns["unsloth"] and gpu["trl"] == uns["trl"] == "1.15.0"
     assert gpu["transformers"] == uns["transformers"] == "5.17.0"

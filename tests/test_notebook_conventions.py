@@ -63,8 +63,8 @@ def test_profile_keys_are_commented(profile):
         assert "#" in line, f"{profile.name}:{lineno} has no comment: {line!r}"
 
 
-#: schema fields whose default is not DR-Venus's value, and why (the README's rule: the config classes hold DR-Venus's
-#: values as their defaults)
+#: schema fields whose default is not DR-Venus's value, and why (the rule of docs/reference.md: the config classes
+#: hold DR-Venus's values as their defaults)
 NOT_DR_VENUS = {"vllm_tensor_parallel_size": "must divide the run's processes; DR-Venus's 4 needs 4 GPUs per engine"}
 
 
@@ -97,8 +97,8 @@ def _accepts(annotation, value) -> bool:
 @pytest.mark.parametrize("stage,config", _schema_views(), ids=lambda x: getattr(x, "__name__", x))
 def test_the_parameters_cell_agrees_with_the_stage_schema(stage, config):
     """Issue 23: a notebook parameter that is a field of the stage's config class has the field's type, and where its
-    comment states DR-Venus's value, that is the schema's default (DR-Venus's, by the README's rule); a test, so the
-    two views of a setting never drift."""
+    comment states DR-Venus's value, that is the schema's default (DR-Venus's, by the rule of docs/reference.md); a
+    test, so the two views of a setting never drift."""
     import ast
     import dataclasses
     import typing

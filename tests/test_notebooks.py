@@ -50,6 +50,8 @@ def test_every_stage_ran(smoke_run):
     out, results = smoke_run
     assert [r.stage for r in results] == STAGES
     assert all(r.status == "ran" for r in results)
+    # the profile as the run read it, kept beside its stages (eval keep copies it with the results)
+    assert (out / "profile.yaml").read_bytes() == (PARAMS_DIR / "smoke.yaml").read_bytes()
 
 
 @pytest.mark.parametrize("stage", STAGES)
@@ -86,7 +88,7 @@ def test_the_smoke_run_renders_as_a_book_with_every_figure(smoke_run, tmp_path):
     and the fake key that was in the environment nowhere."""
     import nbformat
 
-    from venus_utils.book import build_book
+    from venus_utils.html_book import build_book
 
     out, _ = smoke_run
     index = build_book(out, tmp_path / "book")

@@ -95,7 +95,8 @@ def test_a_run_records_each_value_and_where_it_came_from(tmp_path):
     values = {**defaults, **notebook_params(load_profile(PARAMS_DIR / "smoke.yaml"), RL_STAGE, defaults)}
     values["kl_coef"] = 0.5  # assigned by hand after the profile
     record = settings_record(RL_STAGE, "smoke", values)
-    assert record["max_steps"] == {"value": 2, "from": f"params/smoke.yaml: {RL_STAGE}"}
+    assert record["max_turns"] == {"value": 4, "from": f"params/smoke.yaml: {RL_STAGE}"}
+    assert record["max_steps"] == {"value": 2, "from": NOTEBOOK_DEFAULT}  # the profile states only what differs
     assert record["seed"] == {"value": 0, "from": "params/smoke.yaml"}  # a shared key
     assert record["norm_mode"]["from"] == NOTEBOOK_DEFAULT
     assert record["kl_coef"] == {"value": 0.5, "from": THIS_RUN}

@@ -36,7 +36,7 @@ import psutil
 from tqdm.auto import tqdm
 
 from .cli import UsageError, folder_argument, profile_argument
-from .io import write_json
+from .io import atomic_write, write_json
 from .locks import FolderInUse, release, take
 from .paths import NOTEBOOKS_DIR
 from .profiles import (
@@ -47,7 +47,7 @@ from .profiles import (
     notebook_defaults,
 )
 from .schemas import check_profile
-from .stage import SUMMARY, resolve_run_dir
+from .stage import RUN_PROFILE, SUMMARY, resolve_run_dir
 
 PARAMS_RECORD = ".params.json"
 
@@ -263,6 +263,8 @@ def run_pipeline(
 
     # Held before anything is deleted: a second run on this folder is refused here, at once.
     with _holding(run_dir, [stage_dir for _, stage_dir, _ in plans]) as hold:
+        # the profile as this run read it, beside its stages (``eval keep`` keeps it with the results)
+        atomic_write(run_dir / RUN_PROFILE, Path(params_path).read_bytes())
         results: list[StageResult] = []
         bar = tqdm(plans, desc=f"pipeline [{profile.name}]", unit="stage", disable=not progress)
         for nb, stage_dir, params in bar:

@@ -89,7 +89,7 @@ def _check_secrets(path: Path, mapping: dict[str, Any], where: str) -> None:
         if SECRET_RE.search(str(key)):
             raise ConfigError(
                 f"{path}: key '{where}{key}' looks like a secret. Put API keys in the environment or a .env file "
-                "(see README, 'API keys'); parameters end up in executed notebooks."
+                "(see docs/scaling.md, 'API keys'); parameters end up in executed notebooks."
             )
         if isinstance(value, dict):
             _check_secrets(path, value, f"{where}{key}.")
@@ -397,8 +397,8 @@ def settings_record(stage: str, profile: str | None, values: dict[str, Any]) -> 
     """Each parameter of ``stage`` with the value this run used (``values``: the notebook's globals, or a stage CLI's
     parameters) and where it came from: ``params/<profile>.yaml`` (its section or its shared keys), the lesson's
     value (:mod:`venus_utils.defaults`, the notebook's parameters cell: :data:`NOTEBOOK_DEFAULT`), or
-    :data:`THIS_RUN`.  The rule it shows is the README's: a value the profile sets wins over the notebook's default,
-    and ``--set`` or an assignment by hand over both."""
+    :data:`THIS_RUN`.  The rule it shows is docs/reference.md's: a value the profile sets wins over the notebook's
+    default, and ``--set`` or an assignment by hand over both."""
     defaults = stage_defaults(stage) if stage in STAGE_DEFAULTS else {}
     found = find_profile(profile) if profile else None
     prof = load_profile(found) if found else None

@@ -66,8 +66,8 @@ from .world.build import WorldConfig
 
 
 def benchmark_names() -> tuple[str, ...]:
-    """The benchmarks :mod:`venus_utils.questions` loads (it loads pandas, so only when a value is checked)."""
-    from .questions import BENCHMARK_LOADERS
+    """The benchmarks :mod:`venus_utils.qa_files` loads (it loads pandas, so only when a value is checked)."""
+    from .qa_files import BENCHMARK_LOADERS
 
     return tuple(BENCHMARK_LOADERS)
 

@@ -26,6 +26,7 @@ from .paths import RL_STAGE, SFT_STAGE, TINY_MODEL_DIR, runs_base
 from .profiles import settings_record
 
 SUMMARY = "summary.json"
+RUN_PROFILE = "profile.yaml"  # the profile a pipeline run read, in the run folder
 
 
 class StageMissing(FileNotFoundError):

@@ -6,7 +6,7 @@ import json
 
 import pyarrow.parquet as pq
 
-from venus_utils.data import analysis, synthetic
+from venus_utils.data import curation_report, synthetic
 from venus_utils.data.clean import CleanConfig, run_clean
 from venus_utils.data.resample import ResamplePolicy
 
@@ -82,35 +82,35 @@ def test_every_defect_reaches_the_cleaner(tmp_path):
 
     # notebook 01 helpers
     rows = list(synthetic.raw_rows(120, seed=0, spec=spec))
-    examples = analysis.rule_examples(rows)
+    examples = curation_report.rule_examples(rows)
     assert {
         "tool call standardised",
         "turn without reasoning dropped",
         "multi-query search: '=======' leak",
         "failed query in a search",
     } <= set(examples["rule"])
-    assert "<table>" in analysis.side_by_side_html(examples)
-    table = analysis.drop_reason_table({"strict": stats, "reference": ref})
+    assert "<table>" in curation_report.side_by_side_html(examples)
+    table = curation_report.drop_reason_table({"strict": stats, "reference": ref})
     assert table.loc["(source)", "strict"] == 120 and table.loc["(kept)", "reference"] == ref["rows"]["kept"]
-    funnel = analysis.funnel(stats)
-    assert list(funnel["stage"]) == list(analysis.FUNNEL_STAGES) and funnel["rows"].iloc[0] == 120
-    assert analysis.plot_funnel(funnel) is not None
-    judgements = analysis.read_judgements(tmp_path / "out" / "judgements.jsonl")
-    crosstab, agreement, disagreements = analysis.judge_agreement(judgements)
+    funnel = curation_report.funnel(stats)
+    assert list(funnel["stage"]) == list(curation_report.FUNNEL_STAGES) and funnel["rows"].iloc[0] == 120
+    assert curation_report.plot_funnel(funnel) is not None
+    judgements = curation_report.read_judgements(tmp_path / "out" / "judgements.jsonl")
+    crosstab, agreement, disagreements = curation_report.judge_agreement(judgements)
     assert 0 <= agreement <= 1 and int(crosstab.values.sum()) == len(judgements)
 
     # notebook 02 helpers
-    kept = analysis.load_kept(tmp_path / "out")
+    kept = curation_report.load_kept(tmp_path / "out")
     policy = ResamplePolicy(short_max_turns=4, medium_max_turns=7)
-    before = analysis.trajectory_table(kept, policy)
-    assert len(before) == stats["rows"]["kept"] and analysis.length_label(before).startswith("≈")
-    after = analysis.resampled_view(before)
+    before = curation_report.trajectory_table(kept, policy)
+    assert len(before) == stats["rows"]["kept"] and curation_report.length_label(before).startswith("≈")
+    after = curation_report.resampled_view(before)
     assert len(after) == int(before["multiplier"].sum())
-    shares = analysis.bucket_token_shares(before, policy)
+    shares = curation_report.bucket_token_shares(before, policy)
     assert abs(shares["token share after"].sum() - 1) < 1e-9 and list(shares.index) == policy.labels()
-    positions = analysis.tool_positions(kept)
+    positions = curation_report.tool_positions(kept)
     assert {"search", "visit", "answer"} <= set(positions["tool"])
-    grid = analysis.what_if(before, [4, 6], [7], [1, 5])
+    grid = curation_report.what_if(before, [4, 6], [7], [1, 5])
     assert len(grid) == 4 and grid["training rows"].min() >= len(before)
-    assert analysis.plot_distributions(before, after, "turns", "turns") is not None
-    json.dumps(analysis.funnel(stats).to_dict())
+    assert curation_report.plot_distributions(before, after, "turns", "turns") is not None
+    json.dumps(curation_report.funnel(stats).to_dict())

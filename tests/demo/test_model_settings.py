@@ -142,7 +142,7 @@ def test_the_page_names_the_model_it_loaded_and_what_the_offline_agent_knows(rl_
     offline agent knows only its world (asked about Dune, it named a person of its world with confidence)."""
     pytest.importorskip("gradio")
     from venus_utils.demo.app import DemoServer
-    from venus_utils.questions import load_questions
+    from venus_utils.qa_files import load_questions
 
     monkeypatch.chdir(rl_run)
     server = DemoServer(defaults=default_settings(str(rl_run)))

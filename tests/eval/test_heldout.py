@@ -222,7 +222,14 @@ def test_compare_runs_pairs_each_run_and_pools_the_seeds(tmp_path, capsys):
     assert main(["compare", *map(str, runs), "--json", str(tmp_path / "seeds.json")]) == 0
     out = capsys.readouterr().out
     assert "RL (IGPO) against SFT" in out and "pooled" in out
-    assert read_json(tmp_path / "seeds.json")["rows"][-1]["fixed"] == 3
+    rows = {r["run"]: r for r in read_json(tmp_path / "seeds.json")["rows"]}
+    assert rows["pooled"]["fixed"] == 3 and "fixed" not in rows[ho.SEEDS_ROW]  # each row keeps its own columns
+    assert "with the seed as the unit" in out
+    # issue 40: the seed as the unit beside the pooled test: seed 0 gains 2 of 3, seed 1 nothing
+    seeds = table.loc[ho.SEEDS_ROW]
+    assert seeds["seeds"] == 2 and seeds["mean_difference"] == pytest.approx(1 / 3)
+    assert (seeds["positive"], seeds["negative"]) == (1, 0) and seeds["sign_p"] == 1.0
+    assert seeds["seed_ci_low"] < 0 < seeds["seed_ci_high"]  # two seeds, df = 1: wide
 
     assert main(["compare", str(runs[0]), "--model", "RL (GRPO)"]) == 2  # no GRPO arm in that run
     assert "04_igpo_rl_grpo/heldout_rl.parquet" in capsys.readouterr().err
@@ -259,8 +266,8 @@ def test_compare_runs_also_pairs_the_headline_slice_of_a_hard_tier(tmp_path):
             scored.to_parquet(run / ho.SCORED[label])
     table = ho.compare_runs(runs)
     assert table.groupby("slice")["run"].apply(list).to_dict() == {
-        "all": [*map(str, runs), "pooled"],
-        ho.HEADLINE: [str(runs[0]), str(runs[1]), "pooled"],
+        "all": [*map(str, runs), "pooled", ho.SEEDS_ROW],
+        ho.HEADLINE: [str(runs[0]), str(runs[1]), "pooled", ho.SEEDS_ROW],
     }
     head = table[(table["slice"] == ho.HEADLINE) & (table["run"] == "pooled")].iloc[0]
     assert (head["n"], head["fixed"], head["broken"]) == (4, 3, 0)
@@ -384,3 +391,18 @@ def test_kept_results_pool_like_the_run_folders_they_come_from(tmp_path, capsys)
     assert main(["keep", str(runs[0]), "--out", str(tmp_path / "mine")]) == 2
     assert "holds notes.txt, which eval keep did not write there" in capsys.readouterr().err
     assert (tmp_path / "mine" / "notes.txt").exists()
+
+
+def test_seed_level_statistics_take_the_seed_as_the_unit():
+    """Issue 40: the pre-registered seeds 13-15 (hard/heldout, IGPO - SFT: +0.172, +0.039, +0.039) are significant
+    pooled by question but not with the seed as the unit: a t-interval over 3 seeds crosses zero (p ~ 0.20)."""
+    from venus_utils.eval.stats import seed_level
+
+    r = seed_level([0.172, 0.039, 0.039])
+    assert r["seeds"] == 3 and r["mean_difference"] == pytest.approx(0.0833, abs=1e-4)
+    assert r["seed_ci_low"] < 0 < r["seed_ci_high"] and r["seed_t_p"] == pytest.approx(0.20, abs=0.01)
+    assert (r["positive"], r["negative"], r["sign_p"]) == (3, 0, 0.25)
+    six = seed_level([0.05, 0.08, 0.06, 0.07, 0.04, 0.09])  # six seeds, all gaining: the interval clears zero
+    assert six["seed_ci_low"] > 0 and six["seed_t_p"] < 0.001 and six["sign_p"] == pytest.approx(0.03125)
+    assert seed_level([0.1])["seed_ci_low"] is None  # one seed: no interval
+    assert seed_level([0.0, 0.0])["sign_p"] is None  # only ties: no sign test

@@ -146,8 +146,8 @@ def test_per_sample_independent_of_order_and_sharding():
 def test_process_shards_get_the_full_batch_advantages():
     """The trainer gathers (rewards, length, group, judge score) from every process, computes once, and slices: two
     processes holding half a batch each (a group split between them) get exactly the one-process values."""
-    from venus_utils.rl.batch import process_advantages
     from venus_utils.rl.config import IGPOConfig
+    from venus_utils.rl.step_batch import process_advantages
 
     cfg = IGPOConfig()
     batch = list(zip(REWARDS, LENGTHS, ["A", "B", "A", "B"], [1.0, 0.0, 0.0, 1.0], [1, 2, 3, 4]))  # groups split

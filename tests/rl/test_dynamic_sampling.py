@@ -8,11 +8,11 @@ from types import SimpleNamespace
 import pytest
 
 from venus_utils.io import read_jsonl
-from venus_utils.rl.batch import DynamicBatch
 from venus_utils.rl.config import IGPOConfig
 from venus_utils.rl.igpo_trainer import IGPOTrainer, grpo_args
-from venus_utils.rl.questions import rl_rows
 from venus_utils.rl.rollout import make_agent_rollout
+from venus_utils.rl.step_batch import DynamicBatch
+from venus_utils.rl.training_rows import rl_rows
 
 from .test_trainer import EchoTools, exact_judge, small_cfg
 
@@ -144,7 +144,7 @@ def test_arms_of_a_run_folder_include_dynamic_sampling_and_plot_the_rolled_out_s
     import pandas as pd
 
     from venus_utils.io import write_json, write_jsonl
-    from venus_utils.rl import analysis
+    from venus_utils.rl import run_report
 
     scored = pd.DataFrame({"id": ["a", "b", "c"], "correct": [True, False, True], "turns": [3, 4, 3]})
     old_run = [{"step": s, "reward": 0.5, "groups_with_signal": 0.25} for s in (1, 2)]  # logged before the keys
@@ -159,19 +159,19 @@ def test_arms_of_a_run_folder_include_dynamic_sampling_and_plot_the_rolled_out_s
         write_json(tmp_path / folder / "summary.json", {"stage": folder})
         write_jsonl(tmp_path / folder / "metrics.jsonl", rows)
         scored.to_parquet(tmp_path / folder / "heldout_rl.parquet")
-    assert analysis.arms(tmp_path) == {
+    assert run_report.arms(tmp_path) == {
         "IGPO": tmp_path / "04_igpo_rl",
         "IGPO + dynamic sampling": tmp_path / "04_igpo_rl_ds",
     }
     (tmp_path / "04_igpo_rl" / "summary.json").unlink()  # notebook 04 rerun: its own summary is not written yet
-    assert list(analysis.arms(tmp_path)) == ["IGPO + dynamic sampling"]
-    assert list(analysis.arms(tmp_path, current=tmp_path / "04_igpo_rl")) == ["IGPO", "IGPO + dynamic sampling"]
-    fig = analysis.arms_figure(tmp_path, scored, tmp_path / "arms.png", current=tmp_path / "04_igpo_rl")
+    assert list(run_report.arms(tmp_path)) == ["IGPO + dynamic sampling"]
+    assert list(run_report.arms(tmp_path, current=tmp_path / "04_igpo_rl")) == ["IGPO", "IGPO + dynamic sampling"]
+    fig = run_report.arms_figure(tmp_path, scored, tmp_path / "arms.png", current=tmp_path / "04_igpo_rl")
     assert fig is not None and (tmp_path / "arms.png").exists()
     signal = {
         line.get_label(): [float(y) for y in line.get_ydata()] for line in fig.axes[1].get_lines() if line.get_label()
     }
     assert [0.25, 0.25] in signal.values() and [0.4, 0.4] in signal.values()  # rolled-out share, old runs: trained
 
-    why = analysis.why_no_gain({"n": 3}, pd.DataFrame(), pd.DataFrame(ds_run))["value"]
+    why = run_report.why_no_gain({"n": 3}, pd.DataFrame(), pd.DataFrame(ds_run))["value"]
     assert why["groups rolled out per step"] == 10 and why["share of rolled-out groups with an outcome signal"] == 0.4

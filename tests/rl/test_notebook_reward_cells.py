@@ -122,8 +122,8 @@ def batch_of_two_groups(group):
 def token_advantages(batch, cfg, tok, rule=None):
     """What the trainer computes for ``batch``: the library's advantages, or ``rule``'s spread over each turn's
     tokens, on the tokens the loss trains (the assistant's)."""
-    from venus_utils.rl.batch import process_advantages, turn_spans
     from venus_utils.rl.rewards import episode_rewards
+    from venus_utils.rl.step_batch import process_advantages, turn_spans
 
     cells = reward_cells(cfg)
     turn, outcome = cells["turn_reward"], cells["outcome_reward"]

@@ -10,9 +10,9 @@ import math
 import pytest
 import torch
 
-from venus_utils.rl.batch import rule_advantages
 from venus_utils.rl.config import IGPOConfig
 from venus_utils.rl.rewards import REWARD_BOUND, RewardCellError, call_reward_cell
+from venus_utils.rl.step_batch import rule_advantages
 
 from .test_trainer import _trainer, small_cfg
 

@@ -7,9 +7,9 @@ import math
 import pytest
 
 from venus_utils.rl.advantages import compute_turn_advantages
-from venus_utils.rl.batch import group_signal, process_advantages
 from venus_utils.rl.config import NORM_MODES, IGPOConfig
 from venus_utils.rl.rewards import Episode, episode_rewards, igpo_outcome_reward, igpo_turn_reward, reward_functions
+from venus_utils.rl.step_batch import group_signal, process_advantages
 
 EPS = 1e-6
 
@@ -138,7 +138,7 @@ def test_group_signal_skips_failed_rollouts_and_single_rollout_groups():
 
 
 def test_checkpoint_limit_and_reward_mode_in_the_resume_settings():
-    from venus_utils.rl.stage import resume_settings
+    from venus_utils.rl.steps import resume_settings
 
     assert IGPOConfig().save_total_limit == 2 and IGPOConfig(save_total_limit=None).save_total_limit is None
     with pytest.raises(ValueError, match="save_total_limit=0"):
@@ -154,7 +154,7 @@ def test_reward_functions_and_search_cost_define_the_run(tmp_path):
     nor restored as the finished model of the old rewards."""
     from venus_utils.checkpoints import guard_resume
     from venus_utils.rl.rewards import reward_fingerprint
-    from venus_utils.rl.stage import resume_settings
+    from venus_utils.rl.steps import resume_settings
 
     def turn_reward(ep):
         return [None] * (ep.num_turns - 1)
@@ -201,7 +201,7 @@ def test_groups_with_signal_counts_judge_scores_the_same_way_in_every_arm():
 
 
 def test_groups_whose_rollouts_are_one_trajectory_are_counted():
-    from venus_utils.rl.batch import group_signal
+    from venus_utils.rl.step_batch import group_signal
 
     lengths, groups = [3, 3, 3, 3, 3], ["a", "a", "b", "b", "c"]
     got = group_signal(lengths, groups, [1.0] * 5, [[0.0] * 3] * 5, digests=[7, 7, 1, 2, 9])

@@ -1,4 +1,4 @@
-"""The RL stage's steps that notebook 04 and ``python -m venus_utils.rl train`` share (:mod:`venus_utils.rl.stage`)."""
+"""The RL stage's steps that notebook 04 and ``python -m venus_utils.rl train`` share (:mod:`venus_utils.rl.steps`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from venus_utils.checkpoints import ResumePoint
 from venus_utils.profiles import ConfigError
 from venus_utils.rl.config import IGPOConfig
-from venus_utils.rl.stage import filter_questions, finish_limits, stage_inputs, summary_figures
+from venus_utils.rl.steps import filter_questions, finish_limits, stage_inputs, summary_figures
 from venus_utils.stage import Stage, StageMissing
 
 

@@ -10,8 +10,8 @@ import torch
 from venus_utils.io import read_jsonl
 from venus_utils.rl.config import IGPOConfig
 from venus_utils.rl.igpo_trainer import IGPOTrainer, grpo_args
-from venus_utils.rl.questions import rl_rows
 from venus_utils.rl.rollout import episode_from_rollout, make_agent_rollout
+from venus_utils.rl.training_rows import rl_rows
 
 
 class EchoTools:
@@ -164,7 +164,7 @@ def test_why_no_gain_pairs_questions_and_counts_flat_groups():
     import pandas as pd
 
     from venus_utils.eval.stats import paired_comparison
-    from venus_utils.rl.analysis import why_no_gain
+    from venus_utils.rl.run_report import why_no_gain
 
     before = pd.Series([False, True, False], index=["a", "b", "c"])
     after = pd.Series([True, False, False], index=["a", "b", "c"])
@@ -197,7 +197,7 @@ def test_why_no_gain_pairs_questions_and_counts_flat_groups():
 def test_ig_by_tool_splits_gains_by_tool_and_outcome():
     import pandas as pd
 
-    from venus_utils.rl.analysis import ig_by_tool
+    from venus_utils.rl.run_report import ig_by_tool
 
     episodes = pd.DataFrame(
         {
@@ -217,7 +217,7 @@ def test_ig_by_tool_splits_gains_by_tool_and_outcome():
 
 def test_unsolved_questions_keeps_what_the_policy_does_not_always_solve(monkeypatch):
     from venus_utils.rl import rollout
-    from venus_utils.rl.questions import rl_rows
+    from venus_utils.rl.training_rows import rl_rows
 
     rows = rl_rows([{"id": str(i), "question": f"q{i}?", "answer": "a"} for i in range(4)])
     outcomes = {"q0?": [1.0, 1.0], "q1?": [1.0, 0.0], "q2?": [0.0, 0.0], "q3?": [0.0, 1.0]}
@@ -244,7 +244,7 @@ def test_unsolved_questions_keeps_what_the_policy_does_not_always_solve(monkeypa
 
 def test_unsolved_questions_refuses_several_processes_and_an_all_solved_pool(monkeypatch):
     from venus_utils.rl import rollout
-    from venus_utils.rl.questions import rl_rows
+    from venus_utils.rl.training_rows import rl_rows
 
     rows = rl_rows([{"id": "0", "question": "q0?", "answer": "a"}])
     monkeypatch.setattr(
@@ -259,7 +259,7 @@ def test_unsolved_questions_refuses_several_processes_and_an_all_solved_pool(mon
 def test_phase_table_averages_the_logged_steps_after_the_first():
     import pandas as pd
 
-    from venus_utils.rl.analysis import phase_table
+    from venus_utils.rl.run_report import phase_table
 
     metrics = pd.DataFrame(
         [

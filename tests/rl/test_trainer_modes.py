@@ -126,7 +126,7 @@ def test_an_advantage_rule_replaces_the_library_s_in_training(tiny_lm, tmp_path)
 
 
 def test_an_advantage_rule_of_the_wrong_shape_is_an_error_that_says_so():
-    from venus_utils.rl.batch import rule_advantages
+    from venus_utils.rl.step_batch import rule_advantages
 
     turns = [([0.5], 1.0, [(0, 3), (3, 5)]), ([], 0.0, [(0, 4)])]
     got = rule_advantages(lambda r, o, g: [[1.0, 2.0], [3.0]], turns, [5, 4], ["a", "a"])
@@ -141,8 +141,8 @@ def test_an_advantage_rule_of_the_wrong_shape_is_an_error_that_says_so():
 
 def test_a_rule_s_batch_reports_the_counts_the_library_reports():
     """With notebook 04's advantage rule the step's metrics still count reward positions and groups (ig_positions)."""
-    from venus_utils.rl.batch import process_advantages
     from venus_utils.rl.config import IGPOConfig
+    from venus_utils.rl.step_batch import process_advantages
 
     turns = [([0.5, None], 1.0, [(0, 2), (2, 4), (4, 5)]), ([-1.0], 1.0, [(0, 3), (3, 4)]), ([], 0.0, [])]
     gathered = [({}, 5, "a", 1.0, 1), ({}, 4, "a", 1.0, 2), ({}, 0, "b", 0.0, 3)]  # the last one failed: no tokens

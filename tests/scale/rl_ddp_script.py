@@ -53,7 +53,7 @@ def main(model_dir: str, out_dir: str, checkpoint: str | None = None) -> None:
     from venus_utils.rl import IGPOConfig
     from venus_utils.rl.igpo_trainer import IGPOTrainer, grpo_args
     from venus_utils.rl.policy import load_policy
-    from venus_utils.rl.questions import rl_rows
+    from venus_utils.rl.training_rows import rl_rows
 
     torch.manual_seed(0)
     model, tok = load_policy(model_dir, "cpu")

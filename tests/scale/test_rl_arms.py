@@ -29,7 +29,7 @@ def test_paper_profile_without_rl_questions_fails_before_anything_loads(tmp_path
 
 
 def test_rl_question_file(tmp_path):
-    from venus_utils.rl.questions import rl_question_file
+    from venus_utils.rl.training_rows import rl_question_file
 
     qa = tmp_path / "rl.parquet"
     qa.write_bytes(b"")

@@ -13,8 +13,8 @@ import pytest
 
 from venus_utils.rl import IGPOConfig
 from venus_utils.rl.igpo_trainer import grpo_args
-from venus_utils.rl.questions import rl_rows
 from venus_utils.rl.rollout import VLLMServer, make_agent_rollout
+from venus_utils.rl.training_rows import rl_rows
 from venus_utils.tools.stub_server import StubServer
 
 ROWS = rl_rows(

@@ -13,8 +13,8 @@ CLI: ``python -m venus_utils.agent ask "question" --model DIR --world DIR`` and
 """
 
 from .backends import Generation, OpenAIBackend, Sampling, ScriptedBackend, TransformersBackend, load_backend
-from .batch import question_rows, run_file, run_file_async
 from .conversation import ChatTokens, Conversation
+from .file_runs import question_rows, run_file, run_file_async
 from .loop import AgentConfig, Rollout, prediction_of, run_agent, run_many
 from .settings import AgentSettings, agent_config, model_agent_settings, resolve_agent_settings
 

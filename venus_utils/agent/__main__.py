@@ -29,7 +29,7 @@ from ..io import dumps_json
 from ..tools import make_toolbox
 from ..validation import AT_LEAST_1, NON_NEGATIVE, POSITIVE, number_argument
 from . import backends
-from .batch import question_rows, run_file
+from .file_runs import question_rows, run_file
 from .loop import run_agent
 from .settings import resolve_agent_settings
 

@@ -12,5 +12,5 @@
 - :mod:`~venus_utils.data.tokens` — token accounting with the training tokenizer;
 - :mod:`~venus_utils.data.sources` — reading parquet / JSON / JSONL inputs;
 - :mod:`~venus_utils.data.synthetic` — synthetic raw REDSearcher trajectories (fixtures, benchmark);
-- :mod:`~venus_utils.data.analysis` — tables and figures of notebooks 01 and 02.
+- :mod:`~venus_utils.data.curation_report` — tables and figures of notebooks 01 and 02.
 """

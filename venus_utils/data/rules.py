@@ -669,43 +669,7 @@ def remove_duplicates(messages: list, out: RowOutcome, memo: dict, strict: bool)
 
 def validate_reference(messages: Any) -> str | None:
     """The first failing check of DR-Venus's validator, or None when the conversation is valid."""
-    if not isinstance(messages, list) or len(messages) < 3:
-        return "too_short"
-    if not isinstance(messages[0], dict) or messages[0].get("role") != "system":
-        return "bad_role_start"
-    last = len(messages) - 1
-    for idx in range(1, len(messages)):
-        message = messages[idx]
-        if not isinstance(message, dict):
-            return "non_dict_message"
-        expected = "user" if idx % 2 == 1 else "assistant"
-        if message.get("role") != expected:
-            return f"bad_role_at_{idx}"
-        content = message.get("content", "")
-        if not isinstance(content, str):
-            return f"non_str_content_at_{idx}"
-        if expected == "user":
-            if idx == 1:
-                if "<tool_response>" in content or "</tool_response>" in content:
-                    return "first_user_contains_tool_response"
-            elif "<tool_response>" not in content or "</tool_response>" not in content:
-                return f"user_missing_tool_response_at_{idx}"
-            continue
-        if not THINK_RE.search(content):
-            return "assistant_missing_think"
-        has_answer = ANSWER_RE.search(content) is not None
-        has_tool = TOOL_CALL_RE.search(content) is not None
-        if idx == last:
-            if not has_answer:
-                return "final_assistant_missing_answer"
-            if has_tool:
-                return "final_assistant_contains_tool"
-        else:
-            if not has_tool:
-                return "assistant_missing_tool_call"
-            if has_answer:
-                return "assistant_tool_turn_contains_answer"
-    return None
+    return _first_failure(messages, strict=False)
 
 
 def validate_strict(messages: Any) -> str | None:
@@ -715,45 +679,59 @@ def validate_strict(messages: Any) -> str | None:
     where the chat template looks for them (a turn starts with ``<think>``, a response is wrapped in
     ``<tool_response>`` tags, a turn ends with ``</tool_call>`` / ``</answer>``) rather than anywhere in it.
     """
+    return _first_failure(messages, strict=True)
+
+
+def _first_failure(messages: Any, strict: bool) -> str | None:
+    """The checks both validators share, in DR-Venus's order; ``strict`` adds the closed gaps (see
+    :func:`validate_strict`) and drops the ``_at_<index>`` suffixes of the reference's reasons."""
     if not isinstance(messages, list) or len(messages) < 3:
         return "too_short"
-    if len(messages) % 2 == 0:
+    if strict and len(messages) % 2 == 0:
         return "ends_without_answer"
     if not isinstance(messages[0], dict) or messages[0].get("role") != "system":
         return "bad_role_start"
     last = len(messages) - 1
     for idx in range(1, len(messages)):
+        at = "" if strict else f"_at_{idx}"
         message = messages[idx]
         if not isinstance(message, dict):
             return "non_dict_message"
         expected = "user" if idx % 2 == 1 else "assistant"
         if message.get("role") != expected:
-            return "bad_role"
-        content = message.get("content")
+            return f"bad_role{at}"
+        content = message.get("content") if strict else message.get("content", "")  # DR-Venus: a missing one is ""
         if not isinstance(content, str):
-            return "non_str_content"
+            return f"non_str_content{at}"
         if expected == "user":
             if idx == 1:
                 if "<tool_response>" in content or "</tool_response>" in content:
                     return "first_user_contains_tool_response"
-            elif not (content.startswith("<tool_response>") and content.endswith("</tool_response>")):
-                return "user_missing_tool_response"
+            elif not _holds_tool_response(content, strict):
+                return f"user_missing_tool_response{at}"
             continue
-        if not content.startswith("<think>") or not THINK_RE.search(content):
+        if (strict and not content.startswith("<think>")) or not THINK_RE.search(content):
             return "assistant_missing_think"
         has_answer = ANSWER_RE.search(content) is not None
         has_tool = TOOL_CALL_RE.search(content) is not None
         if idx == last:
-            if not has_answer or not content.endswith("</answer>"):
+            if not has_answer or (strict and not content.endswith("</answer>")):
                 return "final_assistant_missing_answer"
             if has_tool:
                 return "final_assistant_contains_tool"
         else:
-            if not has_tool or not content.endswith("</tool_call>"):
+            if not has_tool or (strict and not content.endswith("</tool_call>")):
                 return "assistant_missing_tool_call"
             if has_answer:
                 return "assistant_tool_turn_contains_answer"
     return None
+
+
+def _holds_tool_response(content: str, strict: bool) -> bool:
+    """A user turn after the first is a tool response: wrapped in the tags (strict), or holding both (DR-Venus)."""
+    if strict:
+        return content.startswith("<tool_response>") and content.endswith("</tool_response>")
+    return "<tool_response>" in content and "</tool_response>" in content
 
 
 # --------------------------------------------------------------------------------------------------

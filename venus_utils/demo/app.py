@@ -24,7 +24,7 @@ from typing import Any
 import gradio as gr
 import httpx
 
-from ..questions import load_questions
+from ..qa_files import load_questions
 from ..stage import best_model
 from .cards import render_html, steps_from_messages
 from .runs import (

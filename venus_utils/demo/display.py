@@ -79,7 +79,7 @@ def pick_question(run_dir, question: str | None = None) -> tuple[str, str | None
     if question:
         return question, None
 
-    from ..questions import load_questions
+    from ..qa_files import load_questions
 
     path = Path(run_dir) / WORLD_DIR / "qa" / "test.parquet"
     if not path.exists():

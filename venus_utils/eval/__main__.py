@@ -26,12 +26,16 @@ import argparse
 import sys
 from pathlib import Path
 
+import pandas as pd
+
 from ..io import write_json
 from ..validation import AT_LEAST_1, SEED, number_argument
-from .heldout import SCORED, EvalSettings, compare_runs, draw_heldout, evaluate_model, keep_results, summary
+from .heldout import SCORED, SEEDS_ROW, EvalSettings, compare_runs, draw_heldout, evaluate_model, keep_results, summary
 
 COLUMNS = ["run", "slice", "n", "accuracy_before", "accuracy_after", "difference", "diff_ci_low", "diff_ci_high"]
 COLUMNS += ["fixed", "broken", "mcnemar_p", "detectable_difference", "verdict"]
+SEED_COLUMNS = ["slice", "seeds", "mean_difference", "seed_ci_low", "seed_ci_high", "seed_t_p", "positive", "negative"]
+SEED_COLUMNS += ["sign_p"]
 
 
 def validate(args) -> int:
@@ -116,9 +120,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(f"{args.model} against {args.baseline}, paired by question (greedy held-out results):")
-    print(table[COLUMNS].to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    seeds = table["run"] == SEEDS_ROW
+    print(table.loc[~seeds, COLUMNS].to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    if seeds.any():
+        print("\nwith the seed as the unit (each run one seed: its difference one observation; t-interval over runs):")
+        counts = {"seeds": int, "positive": int, "negative": int}
+        print(table.loc[seeds, SEED_COLUMNS].astype(counts).to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     if args.json:
-        write_json(args.json, {"baseline": args.baseline, "model": args.model, "rows": table.to_dict("records")})
+        rows = [{k: v for k, v in r.items() if not pd.isna(v)} for r in table.to_dict("records")]  # each row its own
+        write_json(args.json, {"baseline": args.baseline, "model": args.model, "rows": rows})
     return 0
 
 

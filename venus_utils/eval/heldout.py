@@ -26,19 +26,20 @@ from typing import Any
 
 import pandas as pd
 
-from .. import questions as loaders
+from .. import qa_files as loaders
 from ..agent import AgentConfig, load_backend
-from ..agent.batch import run_file_async
+from ..agent.file_runs import run_file_async
 from ..agent.settings import AgentSettings, model_agent_settings
 from ..aio import run_coroutine
 from ..io import atomic_dir, atomic_path, check_replaceable, read_json, write_json
 from ..paths import RL_STAGE, SFT_STAGE
-from ..questions import load_questions, made_with, stratified_sample
+from ..qa_files import load_questions, made_with, stratified_sample
+from ..stage import RUN_PROFILE, SUMMARY
 from ..tools import make_toolbox
 from ..world_store import load_world_questions
 from . import metrics
 from .judge import Judge
-from .stats import accuracy_ci, accuracy_table, comparison_table, paired_comparison
+from .stats import accuracy_ci, accuracy_table, comparison_table, paired_comparison, seed_level
 
 HELDOUT_DIR = "heldout"
 #: where each stage keeps its greedy held-out results (``scored``: parquet; the rollouts beside it as .jsonl)
@@ -341,7 +342,7 @@ def compare(baseline: pd.DataFrame, other: pd.DataFrame) -> dict[str, Any]:
 #: the columns a kept result holds: enough to pair, pool and break down (no rollouts, no page text)
 KEPT_COLUMNS = ("id", "sample", "question", "answer", "prediction", "correct", "em", "f1", "turns", "judge")
 KEPT_COLUMNS += ("judge_method",)  # which answers the offline fallback judged when the LLM judge failed
-KEPT_FILES = ("summary.json", "arms.json", "profile.yaml", "metrics.jsonl")  # metrics: per RL step
+KEPT_FILES = (SUMMARY, "arms.json", RUN_PROFILE, "metrics.jsonl")  # metrics: per RL step
 KEPT_MARKER = "kept.json"  # what says a folder was written by keep_results (and lists it), which may then replace it
 KEEP_TOOL = "eval keep"
 
@@ -380,14 +381,19 @@ def keep_results(run_dir: str | Path, out_dir: str | Path) -> list[Path]:
     return written
 
 
+#: :func:`compare_runs`' row of the seed-level statistics (each run is a seed: its difference is one observation)
+SEEDS_ROW = "seeds"
+
+
 def compare_runs(run_dirs: Sequence[str | Path], baseline: str = "SFT", model: str = "RL (IGPO)") -> pd.DataFrame:
     """``model`` against ``baseline`` (labels of :data:`SCORED`) in each run folder, paired by question, and, for
     two or more runs (e.g. one per seed), pooled: every run's questions taken together as one paired sample (a
     question of run k counts as its own question).  One row per run plus ``pooled``, with
     :func:`venus_utils.eval.stats.paired_comparison`'s columns, for every question (``slice`` "all") and, when a
     run's world has a hard tier, again for the headline slice (:data:`HEADLINE`: the hard tier's held-out
-    sub-worlds; pooled over the runs that have it).  A run without both results is an error naming the missing
-    files."""
+    sub-worlds; pooled over the runs that have it), and a :data:`SEEDS_ROW` row per slice with the seed as the unit
+    (:func:`~venus_utils.eval.stats.seed_level`: the runs' differences, their mean with a t-interval over runs, a
+    sign count).  A run without both results is an error naming the missing files."""
     if baseline not in SCORED or model not in SCORED:
         raise ValueError(f"models are one of {sorted(SCORED)}; got {baseline!r} and {model!r}")
     pairs = []
@@ -411,6 +417,8 @@ def compare_runs(run_dirs: Sequence[str | Path], baseline: str = "SFT", model: s
             after.append(b.rename(index=lambda q, k=k: f"{k}:{q}"))
         if len(before) > 1:
             rows.append({"run": "pooled", "slice": name, **paired_comparison(pd.concat(before), pd.concat(after))})
+            per_run = [r["difference"] for r in rows if r["slice"] == name and r["run"] not in ("pooled", SEEDS_ROW)]
+            rows.append({"run": SEEDS_ROW, "slice": name, **seed_level(per_run)})
     return pd.DataFrame(rows)
 
 

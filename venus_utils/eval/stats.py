@@ -95,6 +95,35 @@ def paired_comparison(before: pd.Series, after: pd.Series, level: float = LEVEL,
     }
 
 
+def seed_level(differences: Sequence[float], level: float = LEVEL) -> dict:
+    """The seed as the unit: one paired difference per seed (e.g. RL - SFT accuracy of each seed's run), their mean
+    with a t-interval over seeds (df = seeds - 1) and the one-sample t-test's p, and a sign count with its exact
+    two-sided binomial p (ties left out).  Beside the question-pooled McNemar test, which treats every question of
+    every seed as independent, this asks whether the gain holds from seed to seed."""
+    from scipy.stats import binomtest, t, ttest_1samp
+
+    d = np.asarray([float(x) for x in differences], dtype=float)
+    k = len(d)
+    positive, negative = int((d > 0).sum()), int((d < 0).sum())
+    out = {
+        "seeds": k,
+        "mean_difference": float(d.mean()) if k else None,
+        "seed_sd": float(d.std(ddof=1)) if k > 1 else None,
+        "seed_ci_low": None,
+        "seed_ci_high": None,
+        "seed_t_p": None,
+        "positive": positive,
+        "negative": negative,
+        "sign_p": float(binomtest(positive, positive + negative).pvalue) if positive + negative else None,
+    }
+    if k > 1:
+        se = out["seed_sd"] / np.sqrt(k)
+        half = float(t.ppf(0.5 + level / 2, k - 1) * se)
+        out["seed_ci_low"], out["seed_ci_high"] = out["mean_difference"] - half, out["mean_difference"] + half
+        out["seed_t_p"] = float(ttest_1samp(d, 0.0).pvalue) if se > 0 else (0.0 if out["mean_difference"] else 1.0)
+    return out
+
+
 def detectable_difference(n: int, discordant: int, alpha: float = ALPHA, power: float = 0.8) -> float | None:
     """The smallest paired difference in accuracy that McNemar's test on ``n`` questions detects with ``power`` at
     level ``alpha`` (two-sided), for the observed share of questions the two models answer differently

@@ -44,9 +44,8 @@ from ..stage import Stage, resolve_run_dir
 from ..tools import make_toolbox
 from .config import IGPOConfig
 from .policy import load_policy
-from .questions import qa_rows
 from .rewards import reward_functions
-from .stage import (
+from .steps import (
     STAGE,
     filter_questions,
     heldout_eval,
@@ -57,10 +56,11 @@ from .stage import (
     summary_figures,
     train_policy,
 )
+from .training_rows import qa_rows
 
 
 def train(args: argparse.Namespace) -> dict:
-    """The steps of :mod:`venus_utils.rl.stage`, back to back, as notebook 04 runs them."""
+    """The steps of :mod:`venus_utils.rl.steps`, back to back, as notebook 04 runs them."""
     params, profile = stage_params(args.params, STAGE, parse_sets(args.sets))
     cfg = IGPOConfig.from_dict(params)
     turn_reward, outcome_reward = reward_functions(cfg)

@@ -41,12 +41,12 @@ from ..eval.judge import JudgeFn
 from ..io import read_jsonl, write_jsonl
 from ..perf import PhaseTimer
 from ..protocol import extract_answer
-from .batch import DynamicBatch, TurnAdvantages, process_advantages, turn_spans
 from .config import IGPOConfig
 from .loss import policy_loss, token_logprobs
 from .rewards import Episode, call_reward_cell, episode_rewards, reward_functions
 from .rollout import VLLMServer
 from .scoring import judge_episodes, score_turns
+from .step_batch import DynamicBatch, TurnAdvantages, process_advantages, turn_spans
 
 #: rollout_fn(model, tokenizer, rows, cfg, llm=None) -> one Episode per row, same order (rows repeat for the
 #: group); ``llm`` is TRL's vLLM engine when ``use_vllm`` is on (weights already synced), else None

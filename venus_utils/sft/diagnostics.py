@@ -163,7 +163,7 @@ def diagnose_rollouts(
         if isinstance(questions, pd.DataFrame):
             qa = questions
         else:
-            from ..questions import load_verl_qa
+            from ..qa_files import load_verl_qa
 
             qa = load_verl_qa(questions)
         cols = [c for c in META_COLUMNS if c in qa]

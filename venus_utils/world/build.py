@@ -31,7 +31,7 @@ from ..validation import FRACTION, NON_NEGATIVE, SEED, Range, check_fields
 from ..world_store import META_FILE, NOISE_FILE, PAGES_FILE, TRAJECTORIES_DIR, qa_path, subworld_group, subworld_tier
 from .expert import NOISE_KINDS, VISIT_POLICIES, Expert, NoiseLog, inject_noise
 from .graph import SIZES, NameMaker, build_graph
-from .questions import HARD_TEMPLATES, TEMPLATES, make_questions
+from .question_templates import HARD_TEMPLATES, TEMPLATES, make_questions
 
 DATA_SOURCE = "venus_world"
 WORLD_TOOL = "venus_utils.world"  # what writes a world folder; it replaces only a folder that holds nothing else

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from .. import protocol
 from ..tools.search import LocalSearch, serper_raw_text
 from ..tools.visit import LocalVisit
-from .questions import RELATIONS, Question
+from .question_templates import RELATIONS, Question
 
 NOISE_KINDS = ("duplicate", "malformed", "disallowed", "wrong_answer")
 #: always: the expert visits every hop's page | needed: only when the search snippet lacks the fact

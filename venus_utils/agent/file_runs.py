@@ -31,11 +31,11 @@ def _blank(path: Path) -> bool:
 
 def question_rows(path: str | Path) -> list[dict]:
     """``[{index, question, gt, data_source}]`` from a verl-schema parquet, JSONL or CSV question file
-    (read by :func:`venus_utils.questions.load_questions`; answers are optional here).
+    (read by :func:`venus_utils.qa_files.load_questions`; answers are optional here).
 
     A missing file, a folder, an empty file or one without a single question raises (FileNotFoundError,
     IsADirectoryError, ValueError) with a message that names the path and what it should be."""
-    from ..questions import load_questions as load_question_table
+    from ..qa_files import load_questions as load_question_table
 
     path = Path(path)
     if not path.exists():

@@ -1,4 +1,4 @@
-"""The README's tool examples find something in the world its build command makes."""
+"""The command-line examples of docs/reference.md find something in the world its build command makes."""
 
 from __future__ import annotations
 
@@ -9,30 +9,30 @@ from pathlib import Path
 
 import pytest
 
-README = Path(os.environ.get("VENUS_README", Path(__file__).resolve().parents[2] / "README.md"))
+DOC = Path(os.environ.get("VENUS_TOOLS_DOC", Path(__file__).resolve().parents[2] / "docs" / "reference.md"))
 
 
 def _commands(module: str) -> list[list[str]]:
     return [
         shlex.split(line.split(" -m ", 1)[1])
-        for line in README.read_text().splitlines()
+        for line in DOC.read_text().splitlines()
         if re.match(rf"\.venv/bin/python -m {re.escape(module)} ", line)
     ]
 
 
 @pytest.fixture(scope="module")
-def readme_world(tmp_path_factory):
+def doc_world(tmp_path_factory):
     from venus_utils.world.__main__ import main
 
     build = _commands("venus_utils.world")[0]
-    out = tmp_path_factory.mktemp("readme") / "world"
+    out = tmp_path_factory.mktemp("doc") / "world"
     argv = build[1:]
     argv[argv.index("--out") + 1] = str(out)
     assert main(argv) == 0
     return out
 
 
-def test_readme_search_and_visit_examples_find_pages(readme_world, capsys):
+def test_doc_search_and_visit_examples_find_pages(doc_world, capsys):
     import json
 
     from venus_utils.tools.__main__ import main
@@ -41,7 +41,7 @@ def test_readme_search_and_visit_examples_find_pages(readme_world, capsys):
         argv = cmd[1:]
         if "https://..." in argv:
             continue
-        argv[argv.index("--world") + 1] = str(readme_world)
+        argv[argv.index("--world") + 1] = str(doc_world)
         assert main(argv) == 0
         out = capsys.readouterr().out
         if argv[0] == "search":

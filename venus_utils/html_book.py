@@ -1,6 +1,6 @@
 """Render an executed run as a static HTML site: the lesson with its plots, tables and numbers, no secrets.
 
-    python -m venus_utils.book --run runs/smoke [--out runs/smoke/book]      (or: make book PROFILE=smoke)
+    python -m venus_utils.html_book --run runs/smoke [--out runs/smoke/book]      (or: make book PROFILE=smoke)
 
 Committed notebooks carry no outputs, so a reader who runs nothing sees nothing.  This turns the executed
 notebooks of a run folder (``runs/<profile>/NN_stage/NN_stage.ipynb``, written by :mod:`venus_utils.pipeline`)
@@ -64,7 +64,7 @@ from .stage import SUMMARY, resolve_run_dir
 #: A file that marks a folder as written by this module and lists its files: an existing ``--out`` folder is replaced
 #: only while it holds nothing else (:func:`venus_utils.io.check_replaceable`).
 MARKER = ".venus-book"
-BOOK_TOOL = "venus_utils.book"
+BOOK_TOOL = "venus_utils.html_book"
 INDEX = "index.html"
 
 PAPERMILL_ERROR_TAG = "papermill-error-cell-tag"
@@ -93,7 +93,7 @@ KEY_PATTERNS: tuple[re.Pattern[str], ...] = tuple(
 )
 
 REMOVED_NOTICE = (
-    "[venus_utils.book: this output was removed from the rendered page because it looked like a secret key]\n"
+    "[venus_utils.html_book: this output was removed from the rendered page because it looked like a secret key]\n"
 )
 
 _DATA_URI = re.compile(r"data:[\w.+-]+/[\w.+-]+;base64,[A-Za-z0-9+/=\s]+")
@@ -463,7 +463,7 @@ class _QuietAltText(logging.Filter):
 def _exporter():
     from nbconvert import HTMLExporter
 
-    log = logging.getLogger("venus_utils.book.nbconvert")
+    log = logging.getLogger("venus_utils.html_book.nbconvert")
     if not any(isinstance(f, _QuietAltText) for f in log.filters):
         log.addFilter(_QuietAltText())
     # The lab template embeds image outputs as data: URIs; embed_images also inlines images that markdown cells
@@ -934,7 +934,7 @@ def _refuse_leaks(rendered: dict[str, str], secrets: list[str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m venus_utils.book", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m venus_utils.html_book", description=__doc__.split("\n\n")[0])
     parser.add_argument("--run", default="runs/smoke", help="executed run folder (default runs/smoke)")
     parser.add_argument("--out", default=None, help="output folder (default <run>/book)")
     parser.add_argument("--title", default=None, help="site title (default 'venus-recipe · <profile> run')")

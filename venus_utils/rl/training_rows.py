@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..profiles import ConfigError
-from ..questions import _find, load_verl_qa, stratified_sample
+from ..qa_files import _find, load_verl_qa, stratified_sample
 
 
 def rl_question_file(train_qa: str | Path | None, world_dir: str | Path | None) -> Path:

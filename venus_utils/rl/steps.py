@@ -31,13 +31,13 @@ from ..distributed import is_main_process, world_size
 from ..eval import heldout as ho
 from ..paths import RL_STAGE, SETUP_STAGE, SFT_STAGE
 from ..stage import Stage
-from . import analysis
-from .batch import TurnAdvantages
+from . import run_report
 from .config import IGPOConfig
 from .policy import save_policy
-from .questions import rl_question_file
 from .rewards import Episode, reward_fingerprint
 from .rollout import make_agent_rollout, unsolved_questions
+from .step_batch import TurnAdvantages
+from .training_rows import rl_question_file
 
 STAGE = RL_STAGE
 
@@ -280,7 +280,7 @@ def summary_figures(
     ig, signal = _logged(log, "ig_mean"), _logged(log, "groups_with_signal")
     identical, entropy = _logged(log, "groups_identical"), _logged(log, "entropy")
     sampled, sampled_signal = _logged(log, "groups_sampled"), _logged(log, "sampled_groups_with_signal")
-    phases = analysis.phase_table(pd.DataFrame(log))
+    phases = run_report.phase_table(pd.DataFrame(log))
     return dict(
         steps=int(trainer.state.global_step),
         loss_last=losses[-1] if losses else None,

@@ -23,7 +23,8 @@ from . import rules
 from .resample import ResamplePolicy
 from .search_text import parse_search_reference, parse_search_strict
 
-#: DR-Venus's published funnel (README): raw trajectories, after cleaning + correctness filtering, after resampling.
+#: DR-Venus's published funnel (its README): raw trajectories, after cleaning + correctness filtering, after
+#: resampling.
 PUBLISHED_FUNNEL = {"source": 10_001, "correct": 9_365, "resampled": 18_745}
 FUNNEL_STAGES = ("source", "normalised", "valid", "correct", "resampled")
 
