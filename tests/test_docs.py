@@ -70,6 +70,9 @@ def test_readme_is_short_and_starts_with_its_two_commands():
     commands = [line.split("#")[0].strip() for line in first_block.splitlines() if line.strip()]
     assert commands == ["make pipeline", "make test"]
     assert text.index("```") < text.index("\n## ")  # the commands come before any section
+    # how to run, what each notebook teaches and the headline result, all within the first 60 lines
+    head = "\n".join(text.splitlines()[:60])
+    assert "## The lesson, notebook by notebook" in head and "## The headline result" in head
 
 
 def test_docs_folder_holds_the_research_record():
