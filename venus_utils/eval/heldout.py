@@ -404,7 +404,7 @@ def compare_runs(run_dirs: Sequence[str | Path], baseline: str = "SFT", model: s
         pairs.append((run, *(per_question(load_scored(run / SCORED[label])) for label in (baseline, model))))
     rows = []
     for name in ("all", HEADLINE):
-        before, after = [], []
+        before, after, differences = [], [], []
         for k, (run, a, b) in enumerate(pairs):
             if name == HEADLINE:
                 found, b = headline_slice(b)
@@ -413,12 +413,12 @@ def compare_runs(run_dirs: Sequence[str | Path], baseline: str = "SFT", model: s
                 a = a[a["id"].isin(b["id"])]
             a, b = a.set_index("id")["correct"], b.set_index("id")["correct"]
             rows.append({"run": str(run), "slice": name, **paired_comparison(a, b)})
+            differences.append(rows[-1]["difference"])
             before.append(a.rename(index=lambda q, k=k: f"{k}:{q}"))
             after.append(b.rename(index=lambda q, k=k: f"{k}:{q}"))
         if len(before) > 1:
             rows.append({"run": "pooled", "slice": name, **paired_comparison(pd.concat(before), pd.concat(after))})
-            per_run = [r["difference"] for r in rows if r["slice"] == name and r["run"] not in ("pooled", SEEDS_ROW)]
-            rows.append({"run": SEEDS_ROW, "slice": name, **seed_level(per_run)})
+            rows.append({"run": SEEDS_ROW, "slice": name, **seed_level(differences)})
     return pd.DataFrame(rows)
 
 
