@@ -181,6 +181,17 @@ def _scored(correct: dict[str, list[int]]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def test_compare_refuses_to_pair_answers_scored_by_two_judges():
+    """Issue 40: a stricter judge gets a new name; a pair scored by two rules would measure the rules."""
+    from venus_utils.eval import heldout as ho
+
+    old = _scored({"a": [1], "b": [0]}).assign(judge="offline-strict")
+    new = _scored({"a": [1], "b": [1]}).assign(judge="offline-strict-2")
+    with pytest.raises(ValueError, match="offline-strict with answers judged by offline-strict-2"):
+        ho.compare(old, new)
+    assert ho.compare(new, new.copy())["n"] == 2
+
+
 def test_compare_pairs_models_by_question_and_compare_to_takes_every_rl_model():
     from venus_utils.eval import heldout as ho
 

@@ -116,7 +116,7 @@ def test_offline_judge(no_endpoint):
         (False, "empty"),
         (False, "empty"),
     ]
-    assert out[2].judge == "offline-strict"
+    assert out[2].judge == "offline-strict-2"
     buffy = judge.judge("q", "Buffy the Vampire Slayer Season Eight", "Buffy the Vampire Slayer comics")
     assert buffy.correct is False
     with pytest.raises(ValueError, match="JUDGE_API_BASE"):

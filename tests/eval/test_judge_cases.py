@@ -1,5 +1,6 @@
-"""The offline judge refuses near misses and accepts aliases (issue 21): checked on a labelled set built from a
-world's own entities (:mod:`venus_utils.world.judge_cases`), for three world seeds."""
+"""The offline judge refuses near misses and hedges and accepts aliases (issues 21 and 40): checked on a labelled set
+built from a world's own entities (:mod:`venus_utils.world.judge_cases`, ~2,400 cases per world seed), every case
+right, and on hand-written cases of each class."""
 
 from __future__ import annotations
 
@@ -16,15 +17,12 @@ from venus_utils.world.judge_cases import ACCEPT_KINDS, REFUSE_KINDS, labelled_c
 def test_the_offline_judge_on_the_labelled_set(seed):
     cases = labelled_cases(seed)
     kinds = Counter(c["kind"] for c in cases)
-    assert set(kinds) == set(ACCEPT_KINDS) | set(REFUSE_KINDS) and len(cases) >= 200
+    assert set(kinds) == set(ACCEPT_KINDS) | set(REFUSE_KINDS) and len(cases) >= 2000
+    assert min(kinds.values()) >= 4, kinds  # every class is tried (a tiny world has 4 countries, 40 people)
     judge = J.Judge(api_base=None)
     verdicts = judge.judge_many([("q", c["answer"], c["ground_truth"]) for c in cases])
-    refused = [v.correct for v, c in zip(verdicts, cases) if not c["verdict"]]
-    accepted = [v.correct for v, c in zip(verdicts, cases) if c["verdict"]]
-    assert len(refused) >= 100 and len(accepted) >= 100
     wrong = [(c["kind"], c["answer"], c["ground_truth"]) for v, c in zip(verdicts, cases) if v.correct != c["verdict"]]
-    assert 1 - sum(refused) / len(refused) >= 0.99, wrong[:10]
-    assert sum(accepted) / len(accepted) >= 0.99, wrong[:10]
+    assert not wrong, (len(wrong), wrong[:10])
 
 
 def test_token_f1_would_fail_the_labelled_set():
@@ -82,13 +80,74 @@ def test_token_f1_would_fail_the_labelled_set():
         ("March 6, 1931", "5 March 1931", False),
         ("Dr. Kosa Midor", "Kosa Midor", True),
         ("President Kosa Midor", "Kosa Midor", True),
-        ("Kosa Midor Jr.", "Kosa Midor", True),
+        ("Kosa Midor Jr.", "Kosa Midor", False),  # a suffix makes another person
         ("Probably Paris", "Paris", True),
         ("1931 (rebuilt 1958)", "1931", True),
         ("São Paulo", "Sao Paulo", True),
         ("The answer is Paris, or so the pages say", "Paris", True),
         ("I am not sure, but Paris", "Paris", True),
+        # issue 40: hedges, ranges, negations and longer names in any letter case are refused
+        ("paris or rome", "Paris", False),
+        ("PARIS OR ROME", "Paris", False),
+        ("rome, paris, berlin", "Paris", False),
+        ("rome, paris", "Paris", False),
+        ("either paris or rome", "Paris", False),
+        ("kosa midor lena", "Kosa Midor", False),
+        ("lena kosa midor", "Kosa Midor", False),
+        ("lena midor", "Kosa Midor<|answer_split|>Midor", False),
+        ("Kosa Midor III", "Kosa Midor", False),
+        ("kosa midor jr", "Kosa Midor", False),
+        ("Kosa Midor Sr.", "Kosa Midor", False),
+        ("not Kosa Midor", "Kosa Midor", False),
+        ("It isn't Paris.", "Paris", False),
+        ("Never the Republic of Naduia", "Naduia<|answer_split|>Republic of Naduia", False),
+        ("He was not born in Paris", "Paris", False),
+        ("Paris (not Rome)", "Paris", False),  # names another candidate: refused, however it is meant
+        ("1985\u20131987", "1985", False),
+        ("1983-1985", "1985", False),
+        ("1983 to 1985", "1985", False),
+        ("between 1983 and 1985", "1985", False),
+        ("from 1985 until 1990", "1985", False),
+        ("around 1985", "1985", False),
+        ("c. 1985", "1985", False),
+        ("~1985", "1985", False),
+        ("approximately 13,186", "13186", False),
+        # ... while aliases still pass in any letter case and markdown
+        ("KOSA MIDOR", "Kosa Midor", True),
+        ("*Kosa Midor*", "Kosa Midor", True),
+        ("_Paris_", "Paris", True),
+        ("***Paris***", "Paris", True),
+        ("the answer is paris.", "Paris", True),
+        ("according to the pages, kosa midor.", "Kosa Midor", True),
+        ("kosa midor was born in 1931", "Kosa Midor", True),
+        ("Kosa Midor is not a chemist but a painter", "Kosa Midor", True),
+        ("the republic of naduia", "Naduia<|answer_split|>Republic of Naduia", True),
+        ("Founded in 1985.", "1985", True),
+        ("1985 (the year the plant opened)", "1985", True),
     ],
 )
 def test_states_answer(answer, truth, verdict):
     assert answers.states_answer(answer, truth) is verdict
+
+
+def test_the_stricter_rule_changes_no_kept_verdict():
+    """Issue 40: ``offline-strict-2`` refuses hedges the first strict rule accepted. Re-judged, every answer kept in
+    ``results/`` (about 20,000, all scored by ``offline-strict``) gets the same verdict: the trained models never gave
+    such answers, so the kept figures stand under the stricter rule (a change to the rule that flips one shows it)."""
+    from pathlib import Path
+
+    import pandas as pd
+
+    tables = sorted((Path(__file__).resolve().parents[2] / "results").rglob("*.parquet"))
+    if not tables:
+        pytest.skip("no kept results")
+    judge, n, flipped = J.Judge(api_base=None), 0, []
+    for path in tables:
+        kept = pd.read_parquet(path, columns=["prediction", "answer", "correct", "judge"])
+        kept = kept[kept["judge"] == "offline-strict"]
+        verdicts = judge.judge_many([("q", p, a) for p, a in zip(kept["prediction"], kept["answer"])])
+        n += len(kept)
+        flipped += [
+            (path.name, p) for p, c, v in zip(kept["prediction"], kept["correct"], verdicts) if bool(c) != v.correct
+        ]
+    assert n > 10_000 and not flipped, flipped[:10]

@@ -109,16 +109,45 @@ def best_span_f1(prediction: Any, ground_truth: Any) -> float:
 # ---------------------------------------------------------------------------------------------------------
 # The strict offline judge: an answer states an alias, near misses and hedges are refused
 
-#: words that may stand next to a name without being part of it: function words, answer labels, titles and
-#: suffixes, sentence adverbs ("In Naduia.", "Answer: Kosa Midor", "Dr. Kosa Midor Jr.", "Probably Paris")
-_FREE_WORDS = frozenset(
+#: words that may stand before a name without being part of it: titles ("Dr. Kosa Midor", "President ...")
+_TITLES = frozenset("dr mr mrs ms prof professor president sir dame lord lady king queen saint st".split())
+#: words that make a longer name when they follow one ("Kosa Midor Jr." is another person than "Kosa Midor")
+_SUFFIXES = frozenset("jr sr ii iii iv".split())
+#: words that may stand next to a name without being part of it: function words, answer labels, titles, sentence
+#: adverbs ("In Naduia.", "Answer: Kosa Midor", "Dr. Kosa Midor", "Probably Paris")
+_FREE_WORDS = _TITLES | frozenset(
     "i in at by from of on to for and or but is was are were it its he she they his her their this that "
     "answer final born founded located yes no so thus hence therefore "
-    "dr mr mrs ms prof professor president sir dame lord lady king queen saint st jr sr ii iii iv "
     "probably clearly likely perhaps maybe definitely certainly actually indeed".split()
+)
+#: in a span written in one letter case ("kosa midor", "KOSA MIDOR") capitals cannot tell a name from a word: there
+#: any word not among these common ones counts as part of a name
+_COMMON_WORDS = _FREE_WORDS | frozenset(
+    "a an the as with without into onto about after before over under between through during since until while "
+    "not never nor either neither both each every all any some none one only also just even still then than "
+    "here there where when who whom whose which what why how if because though although whether "
+    "be been being am has have had having do does did done can could may might must shall should will would "
+    "me my mine we us our you your him hers them these those itself himself herself themselves "
+    "says said say stated states state according page pages source sources search result results text "
+    "question answer answers name named called known as correct right wrong true sure think believe found find "
+    "shows show showed listed lists list given gives give see seen appears appear wrote written writes "
+    "person people year date number "
+    "first last new old other another same such very more most much many few well".split()
 )
 #: words that turn a list of candidates into a hedge ("Paris or Rome", "not Paris, Rome")
 _HEDGE_WORDS = frozenset("or nor not either neither versus vs".split())
+#: words that negate the name after them ("not Kosa Midor", "it isn't Paris", "never Paris")
+_NEGATIONS = frozenset("not never no nor neither isn wasn aren weren doesn didn cannot".split())
+#: words that make a number approximate ("around 1985", "c. 1985", "between 1983 and 1985")
+_APPROXIMATE = frozenset(
+    "around about approximately approx circa c ca roughly nearly almost some between from before after over under "
+    "estimated est".split()
+)
+_RANGE = r"\s*(?:[-\u2010-\u2015~/]|to|until|till|through|thru|and|or)\s*"
+_RANGE_BEFORE_RE = re.compile(rf"\d{_RANGE}$", re.I)  # "1983 to |1985"
+_RANGE_AFTER_RE = re.compile(rf"{_RANGE}\d", re.I)  # "1985| - 1987"
+_ESTIMATE_RE = re.compile(r"[~\u2248<>\u2264\u2265]\s*$")  # "~1985", "> 1985"
+_CLAUSE_END_RE = re.compile(r"[,;:.!?()\[\]\n]")
 _JOINED_RE = re.compile(r"[\s\-'’.]*")  # what may join two words of one name ("Jean-Luc", "O'Neil", "J. Doe")
 _ITEM_SPLIT_RE = re.compile(r"[,;]|\s/\s|(?<=\w)/(?=\w)")
 _LABELLED_RE = re.compile(r"^\s*[^\W\d_][^:\d]{0,39}:\s*(\S.*)$")  # "Capacity: 13,186" -> "13,186"
@@ -147,17 +176,35 @@ def _dates(text: str) -> set[tuple[int, int, int]]:
     return found
 
 
-def _words(text: str) -> tuple[list[tuple[str, str, int, int]], str]:
+Word = tuple[str, str, int, int]  # (normalised token, raw token, start, end)
+
+
+def _words(text: str) -> tuple[list[Word], str]:
     """``(normalised token, raw token, start, end)`` of each token of ``text`` (articles included), and the folded
     text the positions refer to."""
     text = _fold(text)
     return [(m.group(0).lower(), m.group(0), m.start(), m.end()) for m in _TOKEN_RE.finditer(text)], text
 
 
-def _extends(text: str, inner: tuple, outer: tuple | None, numeric: bool) -> bool:
+def _cased(words: list[Word]) -> bool:
+    """Whether the span writes names with capitals among lower-case words ("Kosa Midor, a chemist"): then a
+    capitalised word is a name.  A span in one letter case ("kosa midor lena", "PARIS OR ROME") is not."""
+    has_lower = any(w[1][:1].islower() for w in words)
+    return has_lower and any(w[1][:1].isupper() and w[0] != "i" for w in words[1:])
+
+
+def _is_name_word(word: Word, cased: bool) -> bool:
+    """Whether ``word`` may be part of a name: capitalised and not a free word (a span with capitals), or a word
+    with letters that is not a common one (a span in one letter case).  CJK characters never are."""
+    if cased:
+        return word[1][:1].isupper() and word[0] not in _FREE_WORDS
+    return word[1].lower() != word[1].upper() and word[0] not in _COMMON_WORDS
+
+
+def _extends(text: str, inner: Word, outer: Word | None, numeric: bool, cased: bool, after: bool) -> bool:
     """Whether ``outer`` (the word next to a match, or None) is part of the same name or number as ``inner``: joined
-    to it by nothing but spaces, hyphens, apostrophes or dots, and a digit (for a number) or a capitalised word that
-    is not a free word (for a name)."""
+    to it by nothing but spaces, hyphens, apostrophes or dots, and a digit (for a number), a suffix after a name
+    ("Jr.", "III") or a word that may be part of a name (:func:`_is_name_word`)."""
     if outer is None:
         return False
     gap = text[min(inner[3], outer[3]) : max(inner[2], outer[2])]
@@ -165,24 +212,26 @@ def _extends(text: str, inner: tuple, outer: tuple | None, numeric: bool) -> boo
         return False
     if numeric:
         return outer[0].isdigit()
-    return (outer[1][:1].isupper() and outer[0] not in _FREE_WORDS) or outer[0].isdigit()
+    if after and outer[0] in _SUFFIXES:
+        return True
+    return _is_name_word(outer, cased) or outer[0].isdigit()
 
 
 def _candidates(text: str, numeric: bool, exclude: set[str]) -> int:
-    """How many answer-like words ``text`` holds besides ``exclude``: numbers (a numeric truth) or capitalised words
-    that are not free words (a name)."""
+    """How many answer-like words ``text`` holds besides ``exclude``: numbers (a numeric truth) or words that may be
+    part of a name (:func:`_is_name_word`; "A" may be a list item: "A, B, C")."""
     words, _ = _words(text)
     if numeric:
         return sum(w[0].isdigit() and w[0] not in exclude for w in words)
+    cased = _cased(words)
     return sum(
-        w[1][:1].isupper() and w[0] not in _FREE_WORDS and w[0] not in ("the", "an") and w[0] not in exclude
-        for w in words  # "A" may be a list item ("A, B, C"), "The" is an article
+        (_is_name_word(w, cased) or w[1] == "A") and w[0] not in exclude and w[0] not in ("the", "an") for w in words
     )
 
 
 def _hedged(span: str, gold: list[str], numeric: bool) -> bool:
     """Whether ``span`` names other candidates beside the truth: with "or" / "not" / "either" / a slash, as a list
-    in which the truth is not the first item, or as a list of three or more candidates."""
+    in which the truth is not the first item, or as a list of three or more candidates (in any letter case)."""
     exclude = set(gold) | _FREE_WORDS
     if not _candidates(span, numeric, exclude):
         return False
@@ -196,26 +245,50 @@ def _hedged(span: str, gold: list[str], numeric: bool) -> bool:
     return (not in_first and _candidates(items[0], numeric, set(gold)) > 0) or named >= 3
 
 
+def _negated(text: str, start: int) -> bool:
+    """Whether the match starting at ``start`` of ``text`` is negated: "not" / "never" / "isn't" among the four words
+    before it in the same clause ("it is not Kosa Midor", "never the Republic of Naduia"; not "I am not sure, but
+    Paris")."""
+    clause = _CLAUSE_END_RE.split(text[:start])[-1]
+    return any(t.lower() in _NEGATIONS for t in _TOKEN_RE.findall(clause)[-4:])
+
+
+def _approximate(text: str, content: list[Word], i: int, j: int) -> bool:
+    """Whether the number ``content[i:j]`` is given as a range or an estimate: "around 1985", "c. 1985", "~1985",
+    "1985-1987", "1983 to 1985", "between 1983 and 1985"."""
+    if i > 0 and content[i - 1][0] in _APPROXIMATE:
+        return True
+    before, after = text[: content[i][2]], text[content[j - 1][3] :]
+    return bool(_ESTIMATE_RE.search(before) or _RANGE_BEFORE_RE.search(before) or _RANGE_AFTER_RE.match(after))
+
+
 def _states(span: str, alias: str) -> bool:
     """Whether ``span`` states ``alias``: equal to it after normalisation, or holding it as a whole name (not inside
-    a longer capitalised name: "Naduia" is not stated by "Naduia City") or number (not inside a longer one), without
-    hedging between it and other candidates ("Paris or Rome", "1985 or 1958", "Rome, Paris")."""
+    a longer name: "Naduia" is not stated by "Naduia City", "kosa midor lena" or "Kosa Midor Jr.") or number (not
+    inside a longer one, a range or an estimate), not negated ("not Paris"), without hedging between it and other
+    candidates ("Paris or Rome", "1985 or 1958", "Rome, Paris"), in any letter case."""
     gold = answer_tokens(alias)
     if not gold:
         return False
     words, text = _words(span)
     content = [w for w in words if w[0] not in ARTICLES]
-    if [w[0] for w in content] == gold:
-        return True
     numeric = all(t.isdigit() for t in gold)
+    if [w[0] for w in content] == gold:
+        return not (numeric and _approximate(text, content, 0, len(content)))
+    cased = _cased(words)
     n = len(gold)
     for i in range(len(content) - n + 1):
         if [w[0] for w in content[i : i + n]] != gold:
             continue
         before = content[i - 1] if i > 0 else None
         after = content[i + n] if i + n < len(content) else None
-        if not _extends(text, content[i], before, numeric) and not _extends(text, content[i + n - 1], after, numeric):
-            return not _hedged(span, gold, numeric)
+        if _extends(text, content[i], before, numeric, cased, after=False):
+            continue
+        if _extends(text, content[i + n - 1], after, numeric, cased, after=True):
+            continue
+        if _negated(text, content[i][2]) or (numeric and _approximate(text, content, i, i + n)):
+            continue
+        return not _hedged(span, gold, numeric)
     return False
 
 

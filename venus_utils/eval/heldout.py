@@ -189,7 +189,7 @@ def evaluate_model(
     )
     if judge is None:
         judge = Judge.from_env()
-    # which judge decided (``offline-strict`` or the LLM's model name), not why it was chosen
+    # which judge decided (``offline-strict-2`` or the LLM's model name), not why it was chosen
     judged_by = getattr(judge, "name", None) or getattr(judge, "__name__", "a judge function")
     for done_path in [p for p in (reuse_from, out_path) if p is not None]:
         done = _reusable(Path(done_path), fingerprint, judged_by, len(questions) * settings.samples)
@@ -330,7 +330,15 @@ def summary(scored: pd.DataFrame, by: tuple[str, ...] = BREAKDOWN) -> dict:
 def compare(baseline: pd.DataFrame, other: pd.DataFrame) -> dict[str, Any]:
     """Two models' scored held-out tables paired by question (:func:`venus_utils.eval.stats.paired_comparison`:
     accuracies, the difference with its interval, the exact McNemar p, fixed / broken counts and the verdict), with
-    the same per slice (``by``: :data:`BREAKDOWN`, e.g. ``tier_group`` hard/heldout) and the headline slice's."""
+    the same per slice (``by``: :data:`BREAKDOWN`, e.g. ``tier_group`` hard/heldout) and the headline slice's.  Both
+    tables must have been judged by the same judge (its name in the ``judge`` column): a pair scored by two rules
+    would measure the rules."""
+    judges = [sorted(set(t["judge"].dropna().astype(str))) if "judge" in t else [] for t in (baseline, other)]
+    if judges[0] and judges[1] and judges[0] != judges[1]:
+        raise ValueError(
+            f"cannot pair answers judged by {', '.join(judges[0])} with answers judged by {', '.join(judges[1])}: "
+            "score both with one judge (rerun the older evaluation)"
+        )
     first, second = per_question(baseline), per_question(other)
     out = paired_comparison(first.set_index("id")["correct"], second.set_index("id")["correct"])
     name, rows = headline_slice(second)

@@ -10,8 +10,12 @@ grader prompt, after an exact-match shortcut.  Here:
 3. with no endpoint, a deterministic offline judge decides: the answer must *state* an alias
    (:func:`venus_utils.eval.answers.states_answer`: its **bold** span if it highlights one, else the text; a whole
    name, not part of a longer one; years and numbers exact).  Near misses are refused: a first name alone, a
-   namesake one letter off, a company sharing a word with the truth, a city named like the country.  (Token F1 >= 0.5,
-   the rule before, accepted all of these: RL could be rewarded for them.)  ``offline-strict`` is its name.
+   namesake one letter off, a company sharing a word with the truth, a city named like the country.  So are the
+   ways an answer can hedge, in any letter case: several candidates ("A or B", a list), a range or estimate of a
+   number ("1983-1985", "around 1985"), the name negated ("not A"), the name inside a longer one ("A Jr.", "Lena A").
+   Aliases still pass (the world's alias lists, letter case, articles, markdown emphasis).  (Token F1 >= 0.5, the
+   first rule, accepted near misses; the second, ``offline-strict``, accepted lower-case hedges, ranges, negations
+   and suffixes: RL could be paid for them.)  ``offline-strict-2`` is its name.
 
 A judge error (endpoint down, no verdict in the reply) is never a wrong answer: its :attr:`Verdict.value` is NaN,
 scorers leave it out and count it.  When the LLM judge fails on more than a small share of a batch
@@ -74,7 +78,7 @@ confidence: The extracted confidence score between 0|\\%| and 100|\\%| from [res
 """.strip()  # noqa: E501 (the prompt's lines are kept verbatim)
 
 DEFAULT_MODEL = "Qwen3-235B-A22B-Instruct-2507"  # DR-Venus's JUDGE_MODEL_NAME default
-OFFLINE_NAME = "offline-strict"
+OFFLINE_NAME = "offline-strict-2"  # -2: refuses ranges, negations, suffixes, hedges in any case (issue 40)
 MAX_ERROR_SHARE = 0.05  # a batch with more LLM-judge failures than this share stops (JudgeUnavailable)
 DEAD_AFTER = 8  # this many failures before any success: the endpoint is down, the rest of the batch is not tried
 FALLBACKS = ("stop", "offline")
@@ -111,7 +115,7 @@ def parse_verdict(reply: str) -> bool | None:
 class Verdict:
     correct: bool
     method: str  # "exact" | "llm" | "offline" | "empty" | "error"
-    judge: str  # the judge's name: the LLM model, or "offline-strict"
+    judge: str  # the judge's name: the LLM model, or OFFLINE_NAME
     score: float | None = None  # token F1 of the best span and alias (exact / offline; for audit), None for the LLM
     reply: str | None = None  # the LLM's text, for audit
     cached: bool = False
@@ -263,7 +267,8 @@ class Judge:
         why = f" ({self.reason})" if self.reason else ""
         return (
             f"offline judge{why}: the answer (its highlighted part if any) must state one of the aliases: a whole "
-            "name, not part of a longer one, years and numbers exact; near misses are refused. "
+            "name, not part of a longer one, years and numbers exact; near misses, several candidates, ranges, "
+            "estimates and negations are refused, in any letter case. "
             "Set JUDGE_API_BASE / JUDGE_API_KEY / JUDGE_MODEL for the LLM judge."
         )
 
@@ -271,7 +276,8 @@ class Judge:
     def _shortcut(self, answer: str, ground_truth: Any) -> Verdict | None:
         if not answer or not str(answer).strip() or str(answer).strip().lower() == "answer here":
             return Verdict(False, "empty", self.name, 0.0)
-        if answers.exact_match(answer, ground_truth):
+        # the exact-match shortcut, unless the strict rule refuses what normalisation hid ("~1985", "not Paris")
+        if answers.exact_match(answer, ground_truth) and answers.states_answer(answer, ground_truth):
             return Verdict(True, "exact", self.name, 1.0)
         if not self.api_base:
             score = answers.best_span_f1(answer, ground_truth)

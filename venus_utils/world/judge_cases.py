@@ -2,15 +2,19 @@
 
 Each case is ``{"answer", "ground_truth", "verdict", "kind"}``: an answer an agent could give, the ground truth as
 the world's questions store it (aliases joined by ``<|answer_split|>``), whether a strict judge must accept it, and
-what kind of case it is.  Accepted kinds state an alias (as written, lower-case, with an article, in bold, in a
-sentence, with trailing punctuation); refused kinds are the near misses the tiny agent and RL produce: a first name
-alone, a namesake one letter or one syllable off, a person sharing only the surname, a company sharing only its stem,
-a city named like the country, another entity of the same type, a year with its digits swapped or one off, a hedge
-between two years, a wrong answer in bold with the right one mentioned after it, a hedge between the truth and
-another entity ("A or B"), a list of candidates with the truth among them.
+what kind of case it is.  Accepted kinds state an alias (as written, lower-case, upper-case, with an article, in bold
+or italics, in a sentence, in a lower-case sentence, with trailing punctuation, after a title); refused kinds are the
+near misses the tiny agent and RL produce, and the ways an answer can hedge to be paid by a lenient judge: a first
+name alone, a namesake one letter or one syllable off, a person sharing only the surname (also in lower case), a
+company sharing only its stem, a city named like the country, another entity of the same type, the right name inside
+a longer one (a word before or after it, in any case; a suffix such as "Jr." or "III"), the right name negated
+("not ..."), a year with its digits swapped or one off, a hedge between two years, a range of years or an
+approximate year around the right one, a wrong answer in bold with the right one mentioned after it, a hedge between
+the truth and another entity ("A or B", also in lower and upper case), a list of candidates with the truth among them
+(also in lower case).
 
-``tests/eval/test_judge_cases.py`` checks the offline judge on it (>= 99% of near misses refused, >= 99% of aliases
-accepted); notebook 05 can show it as a table.
+``tests/eval/test_judge_cases.py`` checks the offline judge on it (every case right, for several world seeds);
+notebook 05 describes what the judge accepts.
 """
 
 from __future__ import annotations
@@ -20,22 +24,47 @@ import random
 from .. import protocol
 from .graph import ORG_KINDS, SIZES, Entity, NameMaker, build_graph
 
-ACCEPT_KINDS = ("alias", "lower_case", "article", "bold", "sentence", "punctuation")
+ACCEPT_KINDS = (
+    "alias",
+    "lower_case",
+    "upper_case",
+    "article",
+    "bold",
+    "italics",
+    "sentence",
+    "lower_sentence",
+    "punctuation",
+    "title",
+)
 REFUSE_KINDS = (
     "first_name",
     "one_letter_off",
     "one_syllable_off",
     "shared_surname",
+    "lower_shared_surname",
     "shared_stem",
     "city_named_like_country",
     "same_type",
     "year_swapped",
     "year_off_by_one",
     "year_hedge",
+    "year_range",
+    "year_approximate",
     "bold_wrong",
     "hedge",
+    "lower_hedge",
+    "upper_hedge",
     "candidate_list",
+    "lower_candidate_list",
+    "longer_name",
+    "lower_longer_name",
+    "suffix",
+    "negated",
 )
+#: suffixes that make a longer name ("Kosa Midor Jr." names another person)
+SUFFIXES = ("Jr.", "Sr.", "II", "III", "jr", "IV")
+#: negations of the right name
+NEGATED = ("not {}", "It is not {}.", "Definitely not {}", "it isn't {}", "Never {}", "NOT {}")
 
 
 def _one_letter_off(name: str, rng: random.Random) -> str:
@@ -63,6 +92,11 @@ def _year_cases(year: str, rng: random.Random) -> list[dict]:
         out.append(_case(swapped, [year], False, "year_swapped"))
         out.append(_case(f"{year} or {swapped}", [year], False, "year_hedge"))
     out.append(_case(str(int(year) + rng.choice((-1, 1))), [year], False, "year_off_by_one"))
+    y, d = int(year), rng.randint(1, 5)
+    ranges = (f"{y}\u2013{y + d}", f"{y - d}-{y}", f"{y - d} to {y}", f"between {y - d} and {y}", f"{y}/{y + d}")
+    out.append(_case(rng.choice(ranges), [year], False, "year_range"))
+    estimates = (f"around {y}", f"c. {y}", f"circa {y}", f"approximately {y}", f"~{y}", f"about {y}")
+    out.append(_case(rng.choice(estimates), [year], False, "year_approximate"))
     return out
 
 
@@ -81,11 +115,16 @@ def labelled_cases(seed: int = 0, size: str = "tiny", namesake_rate: float = 0.5
         cases += [
             _case(alias, truth, True, "alias"),
             _case(alias.lower(), truth, True, "lower_case"),
+            _case(alias.upper(), truth, True, "upper_case"),
             _case(f"the {e.name}", truth, True, "article"),
             _case(f"The answer is **{alias}**.", truth, True, "bold"),
+            _case(rng.choice(("*{}*", "_{}_", "***{}***")).format(alias), truth, True, "italics"),
             _case(f"{e.name}.", truth, True, "punctuation"),
             _case(f"According to the page it is {e.name}, as stated there.", truth, True, "sentence"),
+            _case(f"according to the pages, the answer is {alias.lower()}.", truth, True, "lower_sentence"),
         ]
+        if e.type == "person":
+            cases.append(_case(f"{rng.choice(('Dr.', 'Professor', 'President'))} {e.name}", truth, True, "title"))
         if " " in e.name and e.type in ("person", "work"):
             cases.append(_case(_one_letter_off(e.name, rng), truth, False, "one_letter_off"))
         near = names.near(e.name) if " " in e.name else None
@@ -97,13 +136,28 @@ def labelled_cases(seed: int = 0, size: str = "tiny", namesake_rate: float = 0.5
         cases.append(_case(f"**{other.name}** (some pages say {e.name})", truth, False, "bold_wrong"))
         first, second = (e.name, other.name) if rng.random() < 0.5 else (other.name, e.name)
         cases.append(_case(f"{first} or {second}", truth, False, "hedge"))
+        cases.append(_case(f"{first.lower()} or {second.lower()}", truth, False, "lower_hedge"))
+        cases.append(_case(f"{first.upper()} OR {second.upper()}", truth, False, "upper_hedge"))
         third = rng.choice([o for o in others if o is not other] or [other])
         cases.append(_case(f"{other.name}, {e.name}, {third.name}", truth, False, "candidate_list"))
+        listed = f"{other.name}, {e.name}, {third.name}".lower()
+        cases.append(
+            _case(
+                rng.choice((listed, f"{other.name.lower()}, {e.name.lower()}")), truth, False, "lower_candidate_list"
+            )
+        )
+        word = other.name.split()[0]
+        longer = rng.choice((f"{word} {e.name}", f"{e.name} {word}"))
+        cases.append(_case(longer, truth, False, "longer_name"))
+        cases.append(_case(rng.choice((longer.lower(), f"the {longer.lower()}")), truth, False, "lower_longer_name"))
+        cases.append(_case(f"{e.name} {rng.choice(SUFFIXES)}", truth, False, "suffix"))
+        cases.append(_case(rng.choice(NEGATED).format(rng.choice((e.name, alias))), truth, False, "negated"))
         if e.type == "person":
             first, surname = e.name.split()[0], e.name.split()[-1]
             cases.append(_case(first, truth, False, "first_name"))
             other_first = rng.choice([o.name.split()[0] for o in others if o.name.split()[0] != first])
             cases.append(_case(f"{other_first} {surname}", truth, False, "shared_surname"))
+            cases.append(_case(f"{other_first} {surname}".lower(), truth, False, "lower_shared_surname"))
             cases += _year_cases(str(e.attrs["birth_year"]), rng)
         elif e.type == "org":
             stem, kind = e.name.rsplit(" ", 1)
