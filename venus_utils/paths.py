@@ -25,6 +25,8 @@ RL_STAGE = "04_igpo_rl"
 EVALUATION_STAGE = "05_evaluation"
 DEMO_STAGE = "06_agent_demo"
 STAGES = (SETUP_STAGE, CLEANING_STAGE, RESAMPLING_STAGE, SFT_STAGE, RL_STAGE, EVALUATION_STAGE, DEMO_STAGE)
+#: the control arm of ``rl arms`` (issue 40): more SFT from the stopped SFT model, matched to the IGPO arm's FLOPs
+CONTROL_DIR = f"{RL_STAGE}_control"
 WORLD_DIR = f"{SETUP_STAGE}/world"  # the offline world, inside a run folder
 TINY_MODEL_DIR = f"{SETUP_STAGE}/tiny_model"  # the tiny base model, inside a run folder
 

@@ -152,3 +152,68 @@ class PhaseTimer:
 
     def add(self, phase: str, seconds: float) -> None:
         self.seconds[phase] += seconds
+
+
+def _decoder_parts(model: Any) -> tuple[Any, list, Any]:
+    """``(config, decoder layers, output layer)`` of a causal LM, through DDP / PEFT wrappers."""
+    seen = set()
+    while id(model) not in seen:
+        seen.add(id(model))
+        if hasattr(model, "module"):  # DistributedDataParallel
+            model = model.module
+        elif hasattr(model, "get_base_model"):  # PEFT
+            model = model.get_base_model()
+    inner = getattr(model, "model", None)
+    layers = list(getattr(inner, "layers", None) or [])
+    head = getattr(model, "lm_head", None)
+    if not layers or head is None or not hasattr(model, "config"):
+        raise ValueError(f"{type(model).__name__}: not a decoder-only causal LM (model.layers and lm_head)")
+    return model.config, layers, head
+
+
+class FlopCounter:
+    """The matmul FLOPs a decoder-only model spends, counted as it runs, whatever calls it (``generate``, the cached
+    decoder of :mod:`venus_utils.modeling.kv_decode`, a training forward).
+
+    A forward hook on every decoder layer's MLP and on the output layer counts the token positions each call processes
+    (padding included: it is computed) at 2 FLOPs per weight; a call made with autograd on (a training forward) counts
+    3x, for its backward pass.  Attention scores (which grow with the context) and embeddings are not counted, so
+    the figure compares runs of one model, not models.  ``flops`` is this process's total since the counter was
+    made; :meth:`close` removes the hooks."""
+
+    def __init__(self, *models: Any):
+        import torch
+
+        self._grad = torch.is_grad_enabled
+        self.flops = 0.0
+        self._handles = []
+        for model in models:
+            if model is None:
+                continue
+            config, layers, head = _decoder_parts(model)
+            heads = config.num_attention_heads
+            kv = getattr(config, "num_key_value_heads", None) or heads
+            head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+            per_layer = config.hidden_size * head_dim * (2 * heads + 2 * kv) + 3 * config.hidden_size * (
+                config.intermediate_size
+            )
+            for layer in layers:  # its MLP: every forward path calls it once per layer (transformers', the cached
+                # decoder's, Unsloth's), where some call the attention's projections by other routes
+                self._handles.append(
+                    layer.mlp.register_forward_pre_hook(self._hook(2.0 * per_layer), with_kwargs=True)
+                )
+            out = 2.0 * head.in_features * head.out_features
+            self._handles.append(head.register_forward_pre_hook(self._hook(out), with_kwargs=True))
+
+    def _hook(self, per_token: float):
+        def count(module, args, kwargs):
+            x = args[0] if args else kwargs.get("hidden_states", kwargs.get("input"))
+            if x is not None:
+                self.flops += per_token * (x.numel() // x.shape[-1]) * (3 if self._grad() else 1)
+
+        return count
+
+    def close(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []

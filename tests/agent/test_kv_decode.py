@@ -187,3 +187,32 @@ def test_models_it_cannot_run_exactly_use_generate(tiny_lm, tiny_tokenizer):
     assert TransformersBackend(wrapped, tiny_tokenizer).decoder is None
     with pytest.raises(ValueError, match="not a plain"):
         KVDecoder(wrapped)
+
+
+def test_the_flop_counter_counts_every_forward_path_alike():
+    """Issue 40's compute match: :class:`venus_utils.perf.FlopCounter` counts transformers' forward, a training
+    forward (x3 for its backward) and the cached decoder's calls at the same FLOPs per token position."""
+    from venus_utils.perf import FlopCounter, flops_per_token
+
+    lm = random_qwen3(300)
+    per_token = flops_per_token(lm.config)  # no context: the counter leaves attention scores out
+    counter = FlopCounter(lm)
+    ids = torch.randint(3, 300, (3, 40))
+    with torch.no_grad():
+        lm(input_ids=ids)
+    assert counter.flops == pytest.approx(120 * per_token)
+    counter.flops = 0.0
+    lm(input_ids=ids, labels=ids).loss.backward()
+    assert counter.flops == pytest.approx(3 * 120 * per_token)
+    counter.flops = 0.0
+    prompts = [[5] * 10, [7] * 20]
+    out = KVDecoder(lm).generate(prompts, 6, stop_ids=set())
+    # prefill: 2 rows padded to 20 positions through the layers (padding is computed, so counted), one row of logits
+    # each; then 5 decode steps of 2 rows (the last token needs no forward)
+    layers_only = per_token - 2 * lm.config.hidden_size * lm.config.vocab_size
+    expected = 40 * layers_only + 2 * 2 * lm.config.hidden_size * lm.config.vocab_size + 5 * 2 * per_token
+    assert all(len(x) == 6 for x in out) and counter.flops == pytest.approx(expected, rel=0.01)
+    counter.close()
+    with torch.no_grad():
+        lm(input_ids=ids)
+    assert counter.flops == pytest.approx(expected, rel=0.01)  # no hooks left

@@ -202,9 +202,21 @@ def test_compare_pairs_models_by_question_and_compare_to_takes_every_rl_model():
     assert cmp["accuracy_before"] == 0.5 and cmp["accuracy_after"] == 0.75
     results = {"base": sft, "SFT": sft, "RL (IGPO)": rl, "RL (GRPO)": sft}
     both = ho.compare_to(results)
-    assert set(both) == {"RL (IGPO)", "RL (GRPO)"}
+    assert set(both) == {"RL (IGPO)", "RL (GRPO)", "RL (IGPO) vs RL (GRPO)"}
     assert both["RL (IGPO)"] == cmp and both["RL (GRPO)"]["fixed"] == both["RL (GRPO)"]["broken"] == 0
     assert ho.compare_to({"RL (IGPO)": rl}) == {}
+    # issue 40: with the control, every model against SFT and every RL arm against more SFT
+    control = _scored({"a": [1], "b": [1], "c": [0], "d": [1]})
+    full = ho.compare_to({**results, ho.CONTROL: control})
+    assert set(full) == {
+        "RL (IGPO)",
+        "RL (GRPO)",
+        ho.CONTROL,
+        "RL (IGPO) vs more SFT",
+        "RL (GRPO) vs more SFT",
+        "RL (IGPO) vs RL (GRPO)",
+    }
+    assert full["RL (IGPO) vs more SFT"] == ho.compare(control, rl)
 
 
 def test_compare_runs_pairs_each_run_and_pools_the_seeds(tmp_path, capsys):

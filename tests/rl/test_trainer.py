@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from venus_utils.io import read_jsonl
+from venus_utils.perf import flops_per_token
 from venus_utils.rl.config import IGPOConfig
 from venus_utils.rl.igpo_trainer import IGPOTrainer, grpo_args
 from venus_utils.rl.rollout import episode_from_rollout, make_agent_rollout
@@ -110,6 +111,9 @@ def test_two_steps_checkpoint_and_resume(tiny_lm, tmp_path):
         assert r["adv_nonzero_frac"] > 0  # finite, non-zero advantages
         phases = ("generation", "rollout", "judge", "info_gain", "advantages", "update")
         assert all(r[f"time_{p}_s"] >= 0 for p in phases) and r["time_generation_s"] > 0  # the per-phase table
+        # the step's model FLOPs (issue 40's compute match): at least the update's forward and backward over the
+        # step's 4 episodes of at least 10 positions each
+        assert r["flops"] >= 3 * 4 * 10 * flops_per_token(model.config)
     assert steps[1]["kl"] > 0  # the second step is measured against the moved policy
     episodes = read_jsonl(tmp_path / "episodes.jsonl")
     assert len(episodes) == 8 and {e["step"] for e in episodes} == {0, 1}

@@ -147,3 +147,42 @@ def test_parallel_arms_that_fail_are_named_with_the_end_of_their_logs(tmp_path, 
     assert "Run notebooks/00_setup.ipynb first" in err and "Traceback" not in err
     assert (tmp_path / "04_igpo_rl.log").exists() and (tmp_path / "04_igpo_rl_grpo.log").exists()
     assert not (tmp_path / "arms.json").exists()
+
+
+@pytest.mark.slow
+def test_the_control_arm_continues_the_stopped_sft_run_for_the_igpo_arms_flops(micro_run, tmp_path):
+    """Issue 40's control: ``rl arms --arms igpo,control`` trains IGPO, then continues the stopped SFT run from its
+    last checkpoint (weights, optimizer, data order) on the same data, from the learning rate it stopped at down to
+    the floor, for as many steps as the IGPO arm's counted FLOPs buy; both are scored on the held-out questions and
+    compared with SFT and with each other."""
+    run = tmp_path / "run"
+    shutil.copytree(micro_run, run, symlinks=True)
+    sft = ["--params", "params/smoke.yaml", "--run-dir", str(run)]
+    run_cli(["-m", "venus_utils.sft", "train", *sft, "--set", "max_steps=3", "--set", "save_steps=3"], timeout=300)
+    rl_sets = ["filter_samples=0", "max_steps=1", "max_turns=2", "max_tokens_per_turn=16", "heldout_n=4"]
+    args = [
+        "-m",
+        "venus_utils.rl",
+        "arms",
+        "--arms",
+        "igpo,control",
+        *sft,
+        *(x for s in rl_sets for x in ("--set", s)),
+    ]
+    run_cli(args, timeout=600)
+    igpo = json.loads((run / "04_igpo_rl" / "summary.json").read_text())
+    control = json.loads((run / "04_igpo_rl_control" / "summary.json").read_text())
+    assert igpo["train_flops"] > 0 and control["budget_flops"] == igpo["train_flops"]
+    assert control["start_step"] == 3 and control["steps"] >= 1
+    assert control["continued_from"] == "03_sft_unsloth/checkpoints/checkpoint-3"
+    # the FLOPs it counted match the budget to within one step's worth
+    assert abs(control["train_flops"] - control["budget_flops"]) <= control["step_flops_estimate"] * 1.2
+    history = json.loads((run / "04_igpo_rl_control" / "train_history.json").read_text())
+    rates = [h["learning_rate"] for h in history if h.get("step", 0) > 3 and "learning_rate" in h]
+    assert rates and rates[0] <= control["learning_rate_start"] and rates == sorted(rates, reverse=True)
+    assert (run / "04_igpo_rl_control" / "model" / "config.json").is_file()
+    arms = json.loads((run / "arms.json").read_text())
+    pairs = [(c["baseline"], c["model"]) for c in arms["comparisons"] if c.get("slice", "all") == "all"]
+    assert pairs == [("SFT", "RL (IGPO)"), ("SFT", "more SFT"), ("more SFT", "RL (IGPO)")]
+    assert arms["training"]["train_flops"]["more SFT"] == control["train_flops"]
+    assert all(c["n"] == 4 for c in arms["comparisons"] if "n" in c)

@@ -32,7 +32,7 @@ from ..agent.file_runs import run_file_async
 from ..agent.settings import AgentSettings, model_agent_settings
 from ..aio import run_coroutine
 from ..io import atomic_dir, atomic_path, check_replaceable, read_json, write_json
-from ..paths import RL_STAGE, SFT_STAGE
+from ..paths import CONTROL_DIR, RL_STAGE, SFT_STAGE
 from ..qa_files import load_questions, made_with, stratified_sample
 from ..stage import RUN_PROFILE, SUMMARY
 from ..tools import make_toolbox
@@ -50,10 +50,13 @@ RL_ARMS = {
     "GRPO": f"{RL_STAGE}_grpo",  # --set reward_mode=grpo: the outcome-only baseline
     "IGPO + dynamic sampling": f"{RL_STAGE}_ds",  # --set dynamic_sampling=true
 }
+#: the control: the stopped SFT model trained on with SFT for the IGPO arm's compute (``rl arms --arms ...,control``)
+CONTROL = "more SFT"
 SCORED = {
     "base": f"{SFT_STAGE}/heldout_base.parquet",
     "SFT": f"{SFT_STAGE}/heldout_sft.parquet",
     **{f"RL ({arm})": f"{folder}/heldout_rl.parquet" for arm, folder in RL_ARMS.items()},
+    CONTROL: f"{CONTROL_DIR}/heldout_rl.parquet",  # the arm's model, scored as the RL arms' are
 }
 META_COLUMNS = ("template", "hops", "subworld", "world", "tier", "group", "tier_group")
 #: the breakdowns of every held-out accuracy (summary.json's ``by``): tier and sub-world group together (the headline
@@ -443,17 +446,34 @@ def comparison_frame(comparisons: dict[str, dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(rows).T
 
 
-def compare_to(results: dict[str, pd.DataFrame], baseline: str = "SFT") -> dict[str, dict[str, Any]]:
-    """Every RL model of :func:`run_results` paired with ``baseline`` on the same questions ({} without it)."""
-    if baseline not in results:
-        return {}
-    return {label: compare(results[baseline], scored) for label, scored in results.items() if label.startswith("RL")}
+def arm_pairs(labels: Sequence[str]) -> list[tuple[str, str]]:
+    """The ``(baseline, model)`` pairs a run's held-out results are compared in, of the models ``labels`` names
+    (:data:`SCORED`): every trained model (each RL arm, the control) against the SFT model it started from, every RL
+    arm against the control (:data:`CONTROL`: more SFT for the IGPO arm's compute: "RL vs more SFT"), and IGPO
+    against GRPO."""
+    have = set(labels)
+    rl = [label for label in labels if label.startswith("RL")]
+    pairs = [("SFT", model) for model in [*rl, CONTROL] if model in have and "SFT" in have]
+    if CONTROL in have:
+        pairs += [(CONTROL, model) for model in rl]
+    if {"RL (IGPO)", "RL (GRPO)"} <= have:
+        pairs.append(("RL (GRPO)", "RL (IGPO)"))
+    return pairs
+
+
+def compare_to(results: dict[str, pd.DataFrame]) -> dict[str, dict[str, Any]]:
+    """The pairs of :func:`arm_pairs` of :func:`run_results`' models, each paired on the same questions
+    (:func:`compare`), keyed by the model's label against SFT and by ``"<model> vs <baseline>"`` otherwise."""
+    return {
+        model if baseline == "SFT" else f"{model} vs {baseline}": compare(results[baseline], results[model])
+        for baseline, model in arm_pairs(list(results))
+    }
 
 
 def run_story(run_dir: str | Path) -> dict[str, list[dict[str, Any]]]:
     """A run's held-out results in numbers (the book's first page): each model's accuracy on every question and on
-    the headline slice, with n and 95% interval (:func:`summary`), and the paired verdicts (:func:`compare`): every
-    RL arm against SFT and, when both ran, IGPO against GRPO.  Empty lists for a run without held-out results."""
+    the headline slice, with n and 95% interval (:func:`summary`), and the paired verdicts (:func:`compare`) of
+    :func:`arm_pairs`.  Empty lists for a run without held-out results."""
     results = run_results(run_dir)
     models = []
     for label, scored in results.items():
@@ -461,11 +481,8 @@ def run_story(run_dir: str | Path) -> dict[str, list[dict[str, Any]]]:
         models.append(
             {"model": label, **{k: s[k] for k in ("n", "accuracy", "ci_low", "ci_high")}, "headline": s["headline"]}
         )
-    pairs = [("SFT", label) for label in results if label.startswith("RL") and "SFT" in results]
-    if {"RL (IGPO)", "RL (GRPO)"} <= set(results):
-        pairs.append(("RL (GRPO)", "RL (IGPO)"))
     comparisons = [
         {"baseline": baseline, "model": model, **compare(results[baseline], results[model])}
-        for baseline, model in pairs
+        for baseline, model in arm_pairs(list(results))
     ]
     return {"models": models, "comparisons": comparisons}

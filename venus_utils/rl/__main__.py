@@ -7,6 +7,7 @@
     python -m venus_utils.rl train --params params/cpu.yaml --set dynamic_sampling=true --out runs/cpu/04_igpo_rl_ds
     python -m venus_utils.rl arms --params params/cpu.yaml [--arms igpo,grpo]   # both arms, then compared
     python -m venus_utils.rl arms --params params/cpu.yaml --parallel           # both at once, one process each
+    python -m venus_utils.rl arms --params params/cpu.yaml --arms igpo,grpo,control  # and more SFT for IGPO's FLOPs
 
 It reads the ``04_igpo_rl`` parameters (the lesson's values of :mod:`venus_utils.defaults`, as in the notebook <
 profile < ``--set``), starts from ``03_sft_unsloth/model``, rolls out with the offline world's tools
@@ -38,9 +39,10 @@ from ..distributed import is_main_process, world_size
 from ..eval import heldout as ho
 from ..eval.judge import Judge, judge_function
 from ..io import read_json, write_json
-from ..paths import SFT_STAGE
+from ..paths import CONTROL_DIR, SFT_STAGE
+from ..sft.continuation import train_control as continue_sft
 from ..sft.diagnostics import convergence_note
-from ..stage import Stage, resolve_run_dir
+from ..stage import SUMMARY, Stage, resolve_run_dir
 from ..tools import make_toolbox
 from .config import IGPOConfig
 from .policy import load_policy
@@ -140,13 +142,56 @@ ARMS = {
     "grpo": ("GRPO", {"reward_mode": "grpo", "search_cost": 0.0}),
     "ds": ("IGPO + dynamic sampling", {"reward_mode": "igpo", "dynamic_sampling": True}),
 }
+#: the control arm (``--arms ...,control``): not RL, more SFT from the same stopped model for the IGPO arm's FLOPs
+CONTROL_ARM = "control"
+
+
+def train_control(args: argparse.Namespace, run: Path) -> dict:
+    """The control arm (:mod:`venus_utils.sft.continuation`): the run's stopped SFT model trained on with SFT, on
+    the profile's SFT settings (the command's ``--set`` values are the RL stage's and do not apply), for the model
+    FLOPs the IGPO arm's ``summary.json`` counted; then scored on the held-out questions as the RL arms are.  A
+    finished control is not trained again."""
+    sft_params, profile = stage_params(args.params, SFT_STAGE, {})
+    params, _ = stage_params(args.params, STAGE, parse_sets(args.sets))
+    igpo = run / ho.RL_ARMS["IGPO"] / SUMMARY
+    budget = read_json(igpo).get("train_flops") if igpo.is_file() else None
+    if not budget:
+        raise ValueError(
+            f"{igpo}: no train_flops to match: train the IGPO arm first (--arms igpo,control); the control gets the "
+            "model FLOPs it counted (runs made before the count existed have none: train the IGPO arm again)"
+        )
+    stage = Stage(SFT_STAGE, run, run / CONTROL_DIR, profile)
+    stage.hold()
+    stage.record_settings(sft_params)
+    sft_dir, world_dir, _ = stage_inputs(stage, params["offline"], params["train_qa"])
+    figures = continue_sft(stage, sft_params, float(budget))
+    comparison: dict = {}
+    questions, settings = heldout_eval(
+        stage, sft_dir, params["heldout_qa"], world_dir, params["heldout_n"], params["seed"], params["device"]
+    )
+    if questions is not None:  # the same greedy held-out evaluation as the RL arms'
+        grader = Judge.from_env(params["judge"])
+        tools = make_toolbox("local", world_dir) if params["offline"] else make_toolbox("web")
+        kw = dict(sft_dir=sft_dir, world_dir=world_dir, tools=tools, judge=grader)
+        comparison = ho.compare(
+            heldout_scores(stage, "sft", questions, settings, **kw),
+            heldout_scores(stage, "rl", questions, settings, **kw),
+        )
+        figures["judge"] = grader.describe()
+    summary = stage.finish(**figures, heldout_comparison=comparison, launched_from="python -m venus_utils.rl arms")
+    print(
+        f"[control] {figures['steps']} SFT steps, {figures['flops_vs_budget']}x the IGPO arm's FLOPs; model: "
+        f"{figures['model_dir']}"
+    )
+    return summary
 
 
 def _arm_choices(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--arms",
         default="igpo,grpo",
-        help=f"comma-separated arms to train from the run's one SFT model ({', '.join(ARMS)}; default igpo,grpo)",
+        help=f"comma-separated arms to train from the run's one SFT model ({', '.join([*ARMS, CONTROL_ARM])}; default "
+        "igpo,grpo; control: more SFT for the IGPO arm's FLOPs, trained after the RL arms)",
     )
     p.add_argument(
         "--parallel",
@@ -206,13 +251,15 @@ def _train_in_parallel(params: str, run: Path, jobs: list[tuple[str, Path, list[
 def arms(args: argparse.Namespace) -> dict:
     """Every arm of ``--arms`` from the run's one SFT model, each in its own folder
     (:data:`venus_utils.eval.heldout.RL_ARMS`) with the same questions, seed and budget (only the rewards differ; a
-    finished arm is not trained again), then the paired held-out comparisons: each arm against SFT and, with both,
-    IGPO against GRPO, with the smallest difference the design could detect (``arms.json`` in the run folder; pool
-    several seeds' run folders with ``python -m venus_utils.eval compare``)."""
+    finished arm is not trained again), then the control when asked (:func:`train_control`, after the RL arms: it
+    is matched to the IGPO arm's FLOPs), then the paired held-out comparisons of
+    :func:`venus_utils.eval.heldout.arm_pairs`: each arm against SFT, each RL arm against the control, IGPO against
+    GRPO, with the smallest difference the design could detect (``arms.json`` in the run folder; pool several seeds'
+    run folders with ``python -m venus_utils.eval compare``)."""
     chosen = [a.strip() for a in args.arms.split(",") if a.strip()]
-    unknown = sorted(set(chosen) - set(ARMS))
+    unknown = sorted(set(chosen) - set(ARMS) - {CONTROL_ARM})
     if unknown or not chosen:
-        raise ValueError(f"--arms {args.arms!r}: choose among {', '.join(ARMS)}")
+        raise ValueError(f"--arms {args.arms!r}: choose among {', '.join([*ARMS, CONTROL_ARM])}")
     if args.out is not None:
         raise ValueError("--out: each arm has its own folder (eval.heldout.RL_ARMS); give --run-dir instead")
     _, profile = stage_params(args.params, STAGE, parse_sets(args.sets))
@@ -222,31 +269,42 @@ def arms(args: argparse.Namespace) -> dict:
     if note:  # a warning, not a refusal: RL from such a model is a legitimate (if unpromising) experiment
         print(f"[arms] WARNING: {note}", flush=True)
     jobs = []
-    for arm in chosen:
+    for arm in (a for a in chosen if a != CONTROL_ARM):
         label, sets = ARMS[arm]
         overrides = [*args.sets, *(f"{k}={'true' if v is True else v}" for k, v in sets.items())]
         jobs.append((label, run / ho.RL_ARMS[label], overrides))
     parallel = bool(args.parallel and len(jobs) > 1)
+    started = time.perf_counter()
     if parallel:
         seconds = _train_in_parallel(args.params, run, jobs)
     else:
-        seconds, started = {}, time.perf_counter()
+        seconds = {}
         for label, out, overrides in jobs:
             print(f"[arms] {label}: {out}", flush=True)
             train(argparse.Namespace(params=args.params, run_dir=str(run), out=str(out), sets=overrides))
             seconds[label] = round(time.perf_counter() - started, 1)
+    if CONTROL_ARM in chosen:
+        print(f"[arms] {ho.CONTROL}: {run / CONTROL_DIR}", flush=True)
+        if is_main_process():
+            train_control(args, run)
+        seconds[ho.CONTROL] = round(time.perf_counter() - started, 1)
     # how the arms ran: wall seconds from the start of the first arm to the end of each (a finished arm: ~0)
     timing = {"parallel": parallel, "cpu_threads": cpu_threads(), "wall_seconds": seconds}
+    labels = ["SFT", *(f"RL ({ARMS[a][0]})" for a in chosen if a != CONTROL_ARM)]
+    labels += [ho.CONTROL] if CONTROL_ARM in chosen else []
     rows = []
-    pairs = [("SFT", f"RL ({ARMS[a][0]})") for a in chosen]
-    if {"igpo", "grpo"} <= set(chosen):
-        pairs.append(("RL (GRPO)", "RL (IGPO)"))
-    for baseline, model in pairs:
+    for baseline, model in ho.arm_pairs(labels):
         try:  # every question, and the headline slice (hard/heldout) when the world has a hard tier
             found = ho.compare_runs([run], baseline=baseline, model=model).to_dict("records")
         except FileNotFoundError as exc:  # no held-out set in this run (notebook 03 draws it): nothing to pair
             found = [{"error": str(exc)}]
         rows += [{"baseline": baseline, "model": model, **row} for row in found]
+    flops = {
+        label: read_json(path).get("train_flops")
+        for label, path in [(lab, run / ho.SCORED[lab].rsplit("/", 1)[0] / SUMMARY) for lab in labels[1:]]
+        if path.is_file()
+    }
+    timing["train_flops"] = flops  # the model FLOPs each arm trained with (the control's matched to IGPO's)
     result = {"run": str(run), "arms": chosen, "training": timing, "comparisons": rows}
     if is_main_process():
         write_json(run / "arms.json", result)

@@ -293,6 +293,7 @@ def summary_figures(
         sampled_groups_with_signal=sum(sampled_signal) / len(sampled_signal) if sampled_signal else None,
         groups_sampled=int(sum(sampled)) if sampled else None,
         seconds_per_step={r.phase: round(r.seconds_per_step, 3) for r in phases.itertuples()},
+        train_flops=sum(_logged(log, "flops")) or None,  # model FLOPs of training (perf.FlopCounter), all steps
         reward_mode=cfg.reward_mode,
         sft_model=str(sft_dir),
         rl_question_file=str(train_file),

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ from ..distributed import is_main_process, world_size
 from ..env import available
 from ..io import atomic_dir, write_json
 from ..locks import hold
+from ..perf import FlopCounter
 from .batching import Collator, LengthGroupedSampler, count_units, masked_lm_loss
 from .config import SFTConfig
 from .schedule import budget_scheduler
@@ -127,9 +129,12 @@ def _trainer_class(base):
     """``base`` (TRL's SFTTrainer, possibly patched by Unsloth) with the DR-Venus loss and length-grouped batches."""
 
     class VenusSFTTrainer(AtomicCheckpoints, base):
-        def __init__(self, *args, venus_config: SFTConfig, **kwargs):
+        def __init__(self, *args, venus_config: SFTConfig, lr_factor: Callable[[int], float] | None = None, **kwargs):
             super().__init__(*args, **kwargs)
             self.venus_config = venus_config
+            self.venus_lr_factor = lr_factor
+            # model FLOPs of the training steps (not of evaluations), logged per window as ``flops``
+            self.flop_counter, self._flops_seen, self._flops_window = FlopCounter(self.model), 0.0, 0.0
             # The loss below is normalised by this step's units itself; Trainer then divides by the accumulation steps.
             self.model_accepts_loss_kwargs = False
             self._step_units: float | None = None
@@ -138,7 +143,12 @@ def _trainer_class(base):
 
         def create_scheduler(self, num_training_steps, optimizer=None):
             cfg = self.venus_config
-            if cfg.schedule_by_time and self.lr_scheduler is None:
+            if self.venus_lr_factor is not None and self.lr_scheduler is None:  # a schedule of the caller's own
+                from torch.optim.lr_scheduler import LambdaLR
+
+                self.lr_scheduler = LambdaLR(optimizer or self.optimizer, self.venus_lr_factor)
+                self._created_lr_scheduler = True
+            elif cfg.schedule_by_time and self.lr_scheduler is None:
                 self.lr_scheduler = budget_scheduler(
                     optimizer or self.optimizer,
                     cfg.max_time_minutes,
@@ -192,7 +202,21 @@ def _trainer_class(base):
                 return loss, {"loss": loss}
             return loss
 
+        def training_step(self, *args, **kwargs):
+            loss = super().training_step(*args, **kwargs)
+            mine = self.flop_counter.flops - self._flops_seen
+            self._flops_seen = self.flop_counter.flops
+            if self.accelerator.num_processes > 1:
+                import torch
+
+                mine = float(self.accelerator.reduce(torch.tensor(mine, device=self.accelerator.device), "sum"))
+            self._flops_window += mine
+            return loss
+
         def log(self, logs: dict[str, float], *args, **kwargs) -> None:
+            if "loss" in logs and self._flops_window:
+                logs["flops"] = self._flops_window  # model FLOPs since the last log, every process
+                self._flops_window = 0.0
             if "loss" in logs and self._window["tokens"]:
                 dt = max(time.perf_counter() - self._window["t0"], 1e-9)
                 logs["tokens_per_s"] = round(self._window["tokens"] / dt, 1)
@@ -252,6 +276,8 @@ class SFTResult:
             "eval_loss_last": evals[-1] if evals else None,
             "tokens_per_s": round(sum(rates) / len(rates), 1) if rates else None,
             "tokens_seen": self.tokens_seen,
+            # model FLOPs of the logged training steps (perf.FlopCounter; the steps after the last log are not in it)
+            "train_flops": sum(h.get("flops", 0.0) for h in logs) or None,
             "resumed_from": self.resumed_from,
             "model_dir": str(self.model_dir) if self.model_dir else None,
             "adapter_dir": str(self.adapter_dir) if self.adapter_dir else None,
@@ -443,8 +469,12 @@ def train_sft(
     val_rows: list[dict[str, Any]] | None = None,
     callbacks: list | None = None,
     agent_settings: dict[str, Any] | None = None,
+    lr_factor: Callable[[int], float] | None = None,
 ) -> SFTResult:
     """Fine-tune ``model_path`` on tokenized trajectories; returns the history and the exported folders.
+
+    ``lr_factor`` (optimizer step -> multiple of ``learning_rate``) replaces the configured schedule (the control arm
+    of ``rl arms``, :mod:`venus_utils.sft.continuation`, continues a stopped run on a schedule of its own).
 
     ``agent_settings`` (``{system_prompt_style, max_turns, max_new_tokens}``: the training data's system prompt and
     the agent limits to run the model with) goes into the exported folders as ``venus_agent.json``
@@ -453,7 +483,7 @@ def train_sft(
     ``out_dir`` is held for the run (:func:`venus_utils.locks.hold`; a notebook's or the command line's stage
     already holds it): a second trainer on the same checkpoints is refused before anything is deleted there."""
     with hold(out_dir, "SFT training run", hint="or train into another folder"):
-        return _train_sft(cfg, model_path, train_rows, Path(out_dir), val_rows, callbacks, agent_settings)
+        return _train_sft(cfg, model_path, train_rows, Path(out_dir), val_rows, callbacks, agent_settings, lr_factor)
 
 
 def _train_sft(
@@ -464,6 +494,7 @@ def _train_sft(
     val_rows: list[dict[str, Any]] | None,
     callbacks: list | None,
     agent_settings: dict[str, Any] | None,
+    lr_factor: Callable[[int], float] | None = None,
 ) -> SFTResult:
     """The run, step by step: check the rows, build the trainer, resume, train, evaluate, export."""
     if not train_rows:
@@ -482,7 +513,7 @@ def _train_sft(
     if agent_settings is not None:
         agent_settings = check_model_agent_settings(agent_settings)
     engine = prepare_engine(cfg.engine)
-    trainer, tokenizer = _build_trainer(cfg, model_path, engine, train_rows, val_rows, out_dir, callbacks)
+    trainer, tokenizer = _build_trainer(cfg, model_path, engine, train_rows, val_rows, out_dir, callbacks, lr_factor)
     checkpoints_dir = out_dir / "checkpoints"
     point = ResumePoint()
     if cfg.resume:
@@ -524,6 +555,7 @@ def _build_trainer(
     val_rows: list[dict[str, Any]] | None,
     out_dir: Path,
     callbacks: list | None,
+    lr_factor: Callable[[int], float] | None = None,
 ) -> tuple[Any, Any]:
     """``(trainer, tokenizer)``: the model loaded for ``engine``, TRL's SFTTrainer with the recipe's loss and
     collator (:func:`_trainer_class`), the time limit and ``callbacks``."""
@@ -544,6 +576,7 @@ def _build_trainer(
         data_collator=Collator(pad_id, cfg.batching, cfg.max_length, cfg.pad_to_multiple_of),
         callbacks=[time_limit(cfg.max_time_minutes), eval_loss_stop(cfg.stop_at_eval_loss), *(callbacks or [])],
         venus_config=cfg,
+        lr_factor=lr_factor,
     )
     return trainer, tokenizer
 

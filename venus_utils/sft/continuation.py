@@ -1,0 +1,185 @@
+"""The control arm: more SFT from the stopped SFT model, for the compute an RL arm spent (issue 40).
+
+"RL beats the SFT model it started from" leaves a reviewer's question open: SFT stops at the validation-loss line
+with its learning rate still at about two thirds of the peak, and the RL arm then trains further. Would the same
+compute spent on more SFT do as well? :func:`continue_sft` trains that control:
+
+- from the stopped run's last checkpoint: its weights, AdamW moments and place in the data (the trainer skips the
+  batches it has seen, so the control reads the batches the run would have read next);
+- on the same SFT data (the resampled trajectories of ``02_turn_aware_resampling``, tokenized the same way);
+- on a schedule of its own (:func:`lr_factor`): from the learning rate the run stopped at, cosine down to the run's
+  floor (``min_lr_ratio`` x the peak) over the control's steps, so it ends annealed as a finished SFT run would;
+- for the compute of the RL arm, in model FLOPs (:class:`venus_utils.perf.FlopCounter`: 2 per weight per token
+  position, x3 with the backward pass, attention scores not counted; the RL arm counts its rollouts, information
+  gain, reference and update the same way): ``steps = RL FLOPs / FLOPs of one SFT step``, one step's FLOPs from the
+  data batched as the trainer batches it (:func:`step_flops`). The control counts its own FLOPs as it trains;
+  ``summary.json`` gives both (their ratio is the match).
+
+No validation loss is computed during the control (its compute is training compute only) and it never stops early.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import shutil
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..checkpoints import TRAINER_STATE
+from ..io import read_json
+from ..paths import RESAMPLING_STAGE, SETUP_STAGE, SFT_STAGE
+from ..perf import flops_per_token
+from .batching import LengthGroupedSampler, round_up
+from .config import SFTConfig
+from .data import examples_from_parquet
+from .trainer import prepare_engine, train_sft
+
+#: what the control's own checkpoint folder holds beside the copied checkpoint: the stopped run's resume record, so
+#: that the resume guard compares the control's settings with the run it continues
+RESUME_RECORD = "resume_settings.json"
+
+
+def stopped_checkpoint(sft_dir: str | Path) -> tuple[Path, int, float]:
+    """``(checkpoint folder, step, learning rate at that step)`` of a finished SFT stage's last checkpoint (the one
+    its model was exported from)."""
+    folder = Path(sft_dir) / "checkpoints"
+    finished = folder / "finished.json"
+    if not finished.is_file():
+        raise FileNotFoundError(f"{folder}: no finished SFT run to continue (finished.json missing)")
+    step = int(read_json(finished)["step"])
+    checkpoint = folder / f"checkpoint-{step}"
+    if not (checkpoint / TRAINER_STATE).is_file():
+        raise FileNotFoundError(f"{checkpoint}: the stopped run's last checkpoint is missing (save_total_limit?)")
+    state = json.loads((checkpoint / TRAINER_STATE).read_text(encoding="utf-8"))
+    rates = [r["learning_rate"] for r in state.get("log_history", []) if "learning_rate" in r]
+    if not rates:
+        raise ValueError(f"{checkpoint}: its trainer state logged no learning rate")
+    return checkpoint, step, float(rates[-1])
+
+
+def lr_factor(start_step: int, steps: int, start: float, floor: float) -> Callable[[int], float]:
+    """Multiple of the peak learning rate for the optimizer step ``s``: ``start`` at ``start_step``, cosine down to
+    ``floor`` at ``start_step + steps`` (and ``floor`` after)."""
+
+    def factor(step: int) -> float:
+        progress = min(max((step - start_step) / max(steps, 1), 0.0), 1.0)
+        return floor + (start - floor) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+    return factor
+
+
+def step_flops(rows: Sequence[dict[str, Any]], cfg: SFTConfig, config: Any) -> float:
+    """Model FLOPs of one SFT optimizer step (``cfg.global_batch_size`` rows), on average over an epoch of ``rows``
+    (each with ``length`` and ``n_loss``) batched as the trainer batches them (``cfg.batching``: the length-grouped
+    sampler's micro-batches, padded to the longest row and rounded up to ``pad_to_multiple_of``): every position
+    through the decoder layers, the output layer on the trained positions only (the loss computes logits there,
+    rounded up the same way), x3 for the backward pass: :class:`~venus_utils.perf.FlopCounter`'s rule."""
+    if not rows:
+        raise ValueError("no SFT rows")
+    head = 2.0 * config.hidden_size * config.vocab_size
+    layers = flops_per_token(config) - head
+    lengths = [int(r["length"]) for r in rows]
+    micro = max(1, cfg.micro_batch_size)
+    if cfg.batching == "grouped":
+        order = list(LengthGroupedSampler(lengths, micro, seed=cfg.seed))
+    else:
+        order = list(range(len(rows)))
+        random.Random(cfg.seed).shuffle(order)
+    positions = trained = 0
+    for start in range(0, len(order), micro):
+        batch = [lengths[i] for i in order[start : start + micro]]
+        if cfg.batching == "padding_free":
+            positions += round_up(sum(batch), cfg.pad_to_multiple_of)
+        elif cfg.batching == "max_length":
+            positions += cfg.max_length * len(batch)
+        else:
+            positions += round_up(max(batch), cfg.pad_to_multiple_of) * len(batch)
+        # the output layer's rows: the batch's trained positions, rounded up as masked_lm_loss rounds them
+        trained += round_up(sum(int(rows[i]["n_loss"]) for i in order[start : start + micro]), cfg.pad_to_multiple_of)
+    per_row = (layers * positions + head * trained) / len(rows)
+    return 3.0 * per_row * cfg.global_batch_size
+
+
+def control_steps(budget_flops: float, per_step: float) -> int:
+    """Optimizer steps of the control: the RL arm's FLOPs over one SFT step's (at least 1)."""
+    if not budget_flops or budget_flops <= 0 or not math.isfinite(budget_flops):
+        raise ValueError(f"the RL arm's FLOPs must be a positive number to match, got {budget_flops!r}")
+    return max(1, round(budget_flops / per_step))
+
+
+def seed_checkpoints(sft_dir: str | Path, out_dir: str | Path) -> tuple[int, float]:
+    """Copy the stopped SFT run's last checkpoint and its resume record into ``out_dir/checkpoints`` (once: a
+    control that has checkpoints of its own resumes from them).  Returns ``(step, learning rate)`` it stopped at."""
+    checkpoint, step, rate = stopped_checkpoint(sft_dir)
+    target = Path(out_dir) / "checkpoints"
+    if not any(target.glob("checkpoint-*")):
+        target.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(checkpoint, target / f".{checkpoint.name}.partial", dirs_exist_ok=True)
+        (target / f".{checkpoint.name}.partial").rename(target / checkpoint.name)
+        shutil.copy2(checkpoint.parent / RESUME_RECORD, target / RESUME_RECORD)
+    return step, rate
+
+
+def train_control(stage: Any, params: dict[str, Any], budget_flops: float) -> dict[str, Any]:
+    """Continue the run's stopped SFT model into ``stage.dir`` (a :class:`venus_utils.stage.Stage` named after the SFT
+    stage, its folder the control's) for ``budget_flops`` model FLOPs, with the SFT stage's ``params`` (the
+    profile's ``03_sft_unsloth`` values).  Returns the figures for its ``summary.json``: the steps, the FLOPs
+    counted against the budget, the schedule, the training loss."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    engine = prepare_engine(params["engine"])  # Unsloth before transformers' models
+    sft_dir = stage.upstream(SFT_STAGE)
+    start_step, start_rate = seed_checkpoints(sft_dir, stage.dir)
+    model_path = params["base_model"] or (stage.upstream(SETUP_STAGE) / "tiny_model")
+    tokenizer = AutoTokenizer.from_pretrained(str(model_path))
+    data = stage.upstream(RESAMPLING_STAGE) / "train.parquet"
+    with stage.timed("tokenize"):
+        rows = examples_from_parquet(data, tokenizer, max_length=params["max_length"]).rows
+    cfg = SFTConfig.from_params(params, engine=engine)
+    per_step = step_flops(rows, cfg, AutoConfig.from_pretrained(str(model_path)))
+    steps = control_steps(budget_flops, per_step)
+    floor = cfg.min_lr_ratio if cfg.schedule_by_time else 0.0
+    start = start_rate / cfg.learning_rate
+    # the limits of the control: a step budget, no early stop, every step logged (its FLOPs exactly)
+    limits = dict(max_steps=start_step + steps, stop_at_eval_loss=None, max_time_minutes=None, logging_steps=1)
+    cfg = SFTConfig.from_params(params, engine=engine, resume=True, **limits)
+    print(
+        f"[control] more SFT from step {start_step} (learning rate {start_rate:.3g}, {start:.0%} of the peak): "
+        f"{steps} steps of ~{per_step:.3g} FLOPs for the RL arm's {budget_flops:.3g}, cosine to {floor:.0%}",
+        flush=True,
+    )
+    with stage.timed("train"):
+        result = train_sft(
+            cfg,
+            model_path,
+            rows,
+            stage.dir,
+            agent_settings=dict(
+                system_prompt_style=params["system_prompt_style"],
+                max_turns=params["eval_max_turns"],
+                max_new_tokens=params["eval_max_new_tokens"],
+            ),
+            lr_factor=lr_factor(start_step, steps, start, floor),
+        )
+    mine = [h for h in result.history if h.get("step", 0) > start_step]
+    counted = sum(h.get("flops", 0.0) for h in mine)
+    losses = [h["loss"] for h in mine if "loss" in h]
+    return dict(
+        arm="more SFT (control)",
+        continued_from=f"{SFT_STAGE}/checkpoints/checkpoint-{start_step}",
+        start_step=start_step,
+        steps=result.steps - start_step,
+        budget_flops=budget_flops,
+        train_flops=counted or None,
+        flops_vs_budget=round(counted / budget_flops, 3) if counted else None,
+        step_flops_estimate=per_step,
+        learning_rate_start=start_rate,
+        learning_rate_floor=floor * cfg.learning_rate,
+        loss_first=losses[0] if losses else None,
+        loss_last=losses[-1] if losses else None,
+        train_wall_s=round(result.wall_s, 1),
+        model_dir=str(result.model_dir) if result.model_dir else None,
+    )
