@@ -429,3 +429,35 @@ def test_seed_level_statistics_take_the_seed_as_the_unit():
     assert six["seed_ci_low"] > 0 and six["seed_t_p"] < 0.001 and six["sign_p"] == pytest.approx(0.03125)
     assert seed_level([0.1])["seed_ci_low"] is None  # one seed: no interval
     assert seed_level([0.0, 0.0])["sign_p"] is None  # only ties: no sign test
+
+
+def test_rejudge_scores_a_runs_tables_again_from_their_answers(tmp_path, capsys):
+    """Issue 40: a stricter judge has a new name; ``eval rejudge`` re-scores the tables another judge scored, from the
+    answers they hold, so old and new results pair again (here one hedge the old rule paid is now refused)."""
+    from venus_utils.eval import heldout as ho
+    from venus_utils.eval.__main__ import main
+
+    table = pd.DataFrame(
+        {
+            "id": ["a", "b"],
+            "sample": [0, 0],
+            "question": ["q1", "q2"],
+            "answer": ["Paris", "1985"],
+            "prediction": ["paris or rome", "1985"],
+            "correct": [1.0, 1.0],
+            "turns": [3, 3],
+            "judge": ["offline-strict", "offline-strict"],
+        }
+    )
+    path = tmp_path / ho.SCORED["SFT"]
+    path.parent.mkdir(parents=True)
+    table.to_parquet(path)
+    assert main(["rejudge", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "2 answers judged by offline-strict re-judged by offline-strict-2: 1 verdicts changed" in out
+    again = pd.read_parquet(path)
+    assert again["correct"].tolist() == [0.0, 1.0] and set(again["judge"]) == {"offline-strict-2"}
+    assert (
+        main(["rejudge", str(tmp_path)]) == 0
+        and "every table is judged by the current judge" in capsys.readouterr().out
+    )

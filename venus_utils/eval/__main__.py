@@ -4,6 +4,7 @@
     python -m venus_utils.eval validate --model runs/cpu/03_sft_unsloth/model --world runs/cpu/00_setup/world \
         [--split val] [--n 200] [--max-turns 14] [--out runs/cpu/validation_sft.parquet]
     python -m venus_utils.eval keep runs/cpu-hard-seed10 --out results/cpu-hard-seed10
+    python -m venus_utils.eval rejudge runs/cpu
 
 Pairs ``--model`` with ``--baseline`` question by question in each run folder (their greedy held-out results,
 written by notebooks 03 and 04 or ``python -m venus_utils.rl train``) and over all the runs together
@@ -18,6 +19,10 @@ per tier and sub-world group (``tier_group``, e.g. hard/heldout) with 95% interv
 ``keep`` copies a run's held-out results (the scored tables without rollouts, every ``summary.json``, ``arms.json``)
 into a folder to commit, ``results/<run>`` (:func:`venus_utils.eval.heldout.keep_results`): a run folder does not
 outlive its machine, so seeds run in different sessions are pooled from there (``compare results/a results/b``).
+
+``rejudge`` scores a run's held-out and validation tables again with the current judge, from the answers they hold
+(no model runs), when another judge scored them (:func:`venus_utils.eval.heldout.rejudge`): answers scored by two
+judges are never paired.
 """
 
 from __future__ import annotations
@@ -30,7 +35,17 @@ import pandas as pd
 
 from ..io import write_json
 from ..validation import AT_LEAST_1, SEED, number_argument
-from .heldout import SCORED, SEEDS_ROW, EvalSettings, compare_runs, draw_heldout, evaluate_model, keep_results, summary
+from .heldout import (
+    SCORED,
+    SEEDS_ROW,
+    EvalSettings,
+    compare_runs,
+    draw_heldout,
+    evaluate_model,
+    keep_results,
+    rejudge,
+    summary,
+)
 
 COLUMNS = ["run", "slice", "n", "accuracy_before", "accuracy_after", "difference", "diff_ci_low", "diff_ci_high"]
 COLUMNS += ["fixed", "broken", "mcnemar_p", "detectable_difference", "verdict"]
@@ -98,12 +113,25 @@ def main(argv: list[str] | None = None) -> int:
     v.add_argument("--system-prompt-style", default=None, help="dr-venus or compact (default: the model folder's own)")
     v.add_argument("--seed", type=number_argument(SEED), default=0, help="the draw's seed")
     v.add_argument("--out", default=None, help="scored table (parquet; default <model>/../validation_<split>.parquet)")
+    r = sub.add_parser("rejudge", help="score a run's held-out tables again with the current judge (no model runs)")
+    r.add_argument("run", help="the run folder, e.g. runs/cpu")
     k = sub.add_parser("keep", help="copy a run's held-out results into a folder to commit (results/<run>)")
     k.add_argument("run", help="the run folder, e.g. runs/cpu-hard-seed10")
     k.add_argument("--out", required=True, help="where to copy them, e.g. results/cpu-hard-seed10")
     args = p.parse_args(argv)
     if args.command == "validate":
         return validate(args)
+    if args.command == "rejudge":
+        done = rejudge(args.run)
+        for t in done:
+            print(
+                f"{t['table']}: {t['answers']} answers judged by {', '.join(t['judged_by']) or 'no recorded judge'} "
+                f"re-judged by {t['now']}: {t['changed']} verdicts changed"
+            )
+        if any(t["changed"] for t in done):
+            print("the stages' summary.json figures predate these verdicts: rerun those stages to refresh them")
+        print(f"{len(done)} tables re-judged" if done else f"{args.run}: every table is judged by the current judge")
+        return 0
     if args.command == "keep":
         try:
             written = keep_results(args.run, args.out)

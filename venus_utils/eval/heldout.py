@@ -283,6 +283,32 @@ def _reusable(path: Path, fingerprint: dict, judged_by: str, rows: int) -> pd.Da
     return done if complete and same_judge and fully_judged else None
 
 
+def rejudge(run_dir: str | Path, judge: Any = None) -> list[dict[str, Any]]:
+    """Score again, with ``judge`` (default: the configured one), every held-out and validation table of a run
+    folder that another judge scored (its ``judge`` column), from the answers the table holds: no model runs.  For a
+    judge that changed its rule (``offline-strict`` -> ``offline-strict-2``), so that old and new results pair again.
+    Returns one record per table: its path, the judges before and after, answers re-judged, verdicts that changed.
+    The stages' ``summary.json`` figures are not rewritten: where a verdict changed, rerun the stage to refresh
+    them."""
+    run = Path(run_dir)
+    judge = judge if judge is not None else Judge.from_env()
+    name = getattr(judge, "name", None) or getattr(judge, "__name__", "a judge function")
+    tables = [run / rel for rel in SCORED.values()] + sorted(run.glob("*/validation_*.parquet"))
+    out = []
+    for path in (p for p in tables if p.is_file()):
+        scored = load_scored(path)
+        before = sorted(set(scored["judge"].dropna().astype(str))) if "judge" in scored else []
+        if before == [name]:
+            continue
+        fresh = metrics.score(scored.drop(columns=["correct", "judge_method"], errors="ignore"), judge=judge)
+        changed = int((fresh["correct"].fillna(-1) != scored["correct"].fillna(-1)).sum())
+        fresh = fresh.assign(judge=name)
+        with atomic_path(path) as tmp:
+            fresh.to_parquet(tmp)
+        out.append({"table": str(path), "judged_by": before, "now": name, "answers": len(fresh), "changed": changed})
+    return out
+
+
 def run_results(run_dir: str | Path) -> dict[str, pd.DataFrame]:
     """The greedy held-out results a run folder holds, by model (:data:`SCORED`), for side-by-side tables."""
     return {label: load_scored(Path(run_dir) / rel) for label, rel in SCORED.items() if (Path(run_dir) / rel).exists()}
@@ -340,7 +366,7 @@ def compare(baseline: pd.DataFrame, other: pd.DataFrame) -> dict[str, Any]:
     if judges[0] and judges[1] and judges[0] != judges[1]:
         raise ValueError(
             f"cannot pair answers judged by {', '.join(judges[0])} with answers judged by {', '.join(judges[1])}: "
-            "score both with one judge (rerun the older evaluation)"
+            "score both with one judge (python -m venus_utils.eval rejudge <run folder>)"
         )
     first, second = per_question(baseline), per_question(other)
     out = paired_comparison(first.set_index("id")["correct"], second.set_index("id")["correct"])
