@@ -25,7 +25,7 @@ EXPECTED_KEYS = {
     "01_trajectory_cleaning": ["rows_source", "rows_kept", "drop_reasons"],
     "02_turn_aware_resampling": ["rows_train", "rows_val"],
     "03_sft_unsloth": ["engine", "loss_first", "loss_last", "heldout_accuracy_before", "heldout_accuracy_after"],
-    "04_igpo_rl": ["heldout_accuracy_sft", "heldout_accuracy_rl"],
+    "04_igpo_rl": ["heldout_accuracy_sft", "heldout_accuracy_rl", "control_comparisons"],
     "05_evaluation": ["accuracy"],
     "06_agent_demo": ["termination"],
 }
@@ -52,6 +52,20 @@ def test_every_stage_ran(smoke_run):
     assert all(r.status == "ran" for r in results)
     # the profile as the run read it, kept beside its stages (eval keep copies it with the results)
     assert (out / "profile.yaml").read_bytes() == (PARAMS_DIR / "smoke.yaml").read_bytes()
+
+
+def test_notebook_04_pairs_rl_with_the_control(smoke_run):
+    """Issue 40: section 9 (control_arm) trains more SFT for the RL run's FLOPs and pairs RL with it."""
+    out, _ = smoke_run
+    rl = json.loads((out / "04_igpo_rl" / "summary.json").read_text())
+    control = json.loads((out / "04_igpo_rl_control" / "summary.json").read_text())
+    from venus_utils.io import read_jsonl
+
+    logged = sum(r.get("flops", 0.0) for r in read_jsonl(out / "04_igpo_rl" / "metrics.jsonl"))
+    assert control["budget_flops"] == pytest.approx(logged) and logged > 0
+    assert control["steps"] >= 1 and control["train_flops"] > 0
+    assert {"RL (IGPO)", "more SFT", "RL (IGPO) vs more SFT"} <= set(rl["control_comparisons"])
+    assert (out / "04_igpo_rl" / "rl_vs_more_sft.png").is_file()
 
 
 @pytest.mark.parametrize("stage", STAGES)

@@ -183,6 +183,8 @@ STAGE_DEFAULTS: dict[str, tuple[str | Param, ...]] = {
         P("info_gain_type", "log_prob_diff", "log_prob_diff (DR-Venus) | prob_diff (IGPO paper)"),
         P("ig_tool_filter", "visit", "score IG only after these tools (\"visit\"), or \"all\""),
         P("norm_mode", "scaled_separate", "joint | separate | scaled_separate | raw_ig"),
+        P("ig_norm", "group", "group: IG z-scored over the group's IG turns (DR-Venus) | tool: over its turns of the "
+                              "same tool (a visit against visits)"),
         P("use_format_penalty", True, "-1 for a malformed turn, replacing its IG / the outcome (DR-Venus: on)"),
         P("reward_mode", "igpo", "igpo: DR-Venus (IG turn rewards + format penalties + judged outcome) | grpo: "
                                  "judged outcome only, the baseline arm (give it its own stage_dir, section 3)"),
@@ -202,6 +204,8 @@ STAGE_DEFAULTS: dict[str, tuple[str | Param, ...]] = {
                            "offline"),
         P("train_qa", None, "QA parquet for RL (None: the world's RL split qa/rl.parquet; web profiles must set it)"),
         P("heldout_qa", None, "question file for the held-out accuracy (None: the world's test split)"),
+        P("control_arm", False, "True: after RL, the control: more SFT from the same SFT model for the FLOPs this RL "
+                                "run counted, scored beside it (section 9: RL vs more SFT)"),
         P("example_questions", 4, "worked example: RL questions rolled out (n times each); the most instructive "
                                   "group is shown"),
         P("example_rollout", None, "optional: a DR-Venus rollout of the shared data (e.g. \"rl_rollouts/0001.json\") "

@@ -155,3 +155,36 @@ def test_process_shards_get_the_full_batch_advantages():
     shards = process_advantages(batch, 0, 2, cfg) + process_advantages(batch, 1, 2, cfg)
     assert shards == full
     assert full == compute_turn_advantages(REWARDS, LENGTHS, ["A", "B", "A", "B"])
+
+
+def test_ig_normalised_per_tool_compares_a_visit_with_visits():
+    """Issue 40's variant (``ig_norm = "tool"``): reading a page of namesakes lowers the answer's log-probability on
+    average, so under DR-Venus's pooling every visit turn looks bad beside the searches; z-scored per (group, tool),
+    the better of two visits earns a positive advantage."""
+    rewards = [{0: 2.0, 1: -1.0, 3: 1.0}, {0: 2.4, 1: -0.2, 3: 0.0}]  # search, visit, outcome
+    lengths, groups = [4, 4], ["q", "q"]
+    kinds = [["search", "visit"], ["search", "visit"]]
+    pooled = compute_turn_advantages(rewards, lengths, groups, gamma=0.0, mode="separate", eps=EPS)
+    by_tool = compute_turn_advantages(rewards, lengths, groups, gamma=0.0, mode="separate", eps=EPS, ig_kinds=kinds)
+    ig = [2.0, -1.0, 2.4, -0.2]
+    assert pooled[1][1] == pytest.approx(z(-0.2, ig)) and pooled[1][1] < 0  # the better visit, pushed down
+    assert by_tool[1][1] == pytest.approx(z(-0.2, [-1.0, -0.2])) and by_tool[1][1] > 0  # ... against visits: up
+    assert by_tool[0][0] == pytest.approx(z(2.0, [2.0, 2.4]))
+    assert by_tool[0][3] == pooled[0][3]  # the outcome's advantage is unchanged
+    with pytest.raises(ValueError, match="one key per IG position"):
+        compute_turn_advantages(rewards, lengths, groups, mode="separate", ig_kinds=[["search"], ["search", "visit"]])
+    with pytest.raises(ValueError, match="mode separate or scaled_separate"):
+        compute_turn_advantages(rewards, lengths, groups, mode="joint", ig_kinds=kinds)
+
+
+def test_the_trainer_passes_each_rewarded_turns_tool_with_ig_norm_tool():
+    from venus_utils.rl.config import IGPOConfig
+    from venus_utils.rl.step_batch import process_advantages
+
+    rewards = [{0: 2.0, 1: -1.0, 3: 1.0}, {0: 2.4, 1: -0.2, 3: 0.0}]
+    batch = [(r, 4, "q", 0.0, k, ["search", "visit"]) for k, r in enumerate(rewards)]
+    tool = process_advantages(batch, 0, 2, IGPOConfig(ig_norm="tool", norm_mode="separate", gamma=0.0))
+    group = process_advantages(batch, 0, 2, IGPOConfig(norm_mode="separate", gamma=0.0))
+    assert tool[1][1] > 0 > group[1][1]
+    with pytest.raises(ValueError, match="ig_norm='tool'"):
+        IGPOConfig(ig_norm="tool", norm_mode="joint")

@@ -38,13 +38,13 @@ from ..cli import parse_sets, run_cli, stage_params
 from ..distributed import is_main_process, world_size
 from ..eval import heldout as ho
 from ..eval.judge import Judge, judge_function
-from ..io import read_json, write_json
+from ..io import read_json, read_jsonl, write_json
 from ..paths import CONTROL_DIR, SFT_STAGE
-from ..sft.continuation import train_control as continue_sft
 from ..sft.diagnostics import convergence_note
 from ..stage import SUMMARY, Stage, resolve_run_dir
 from ..tools import make_toolbox
 from .config import IGPOConfig
+from .control import train_control_arm, train_flops
 from .policy import load_policy
 from .rewards import reward_functions
 from .steps import (
@@ -146,44 +146,32 @@ ARMS = {
 CONTROL_ARM = "control"
 
 
-def train_control(args: argparse.Namespace, run: Path) -> dict:
-    """The control arm (:mod:`venus_utils.sft.continuation`): the run's stopped SFT model trained on with SFT, on
-    the profile's SFT settings (the command's ``--set`` values are the RL stage's and do not apply), for the model
-    FLOPs the IGPO arm's ``summary.json`` counted; then scored on the held-out questions as the RL arms are.  A
-    finished control is not trained again."""
-    sft_params, profile = stage_params(args.params, SFT_STAGE, {})
-    params, _ = stage_params(args.params, STAGE, parse_sets(args.sets))
-    igpo = run / ho.RL_ARMS["IGPO"] / SUMMARY
-    budget = read_json(igpo).get("train_flops") if igpo.is_file() else None
+def control(args: argparse.Namespace, run: Path) -> dict:
+    """The control arm (:func:`venus_utils.rl.control.train_control_arm`): the run's stopped SFT model trained on
+    with SFT, with the settings its SFT stage ran with, for the model FLOPs the IGPO arm counted (its
+    ``metrics.jsonl``); then scored on the held-out questions as the RL arms are (the RL stage's settings: the
+    profile's and the command's ``--set``).  A finished control is not trained again."""
+    params, profile = stage_params(args.params, STAGE, parse_sets(args.sets))
+    metrics = run / ho.RL_ARMS["IGPO"] / "metrics.jsonl"
+    budget = train_flops(read_jsonl(metrics)) if metrics.is_file() else None
     if not budget:
         raise ValueError(
-            f"{igpo}: no train_flops to match: train the IGPO arm first (--arms igpo,control); the control gets the "
+            f"{metrics}: no FLOPs to match: train the IGPO arm first (--arms igpo,control); the control gets the "
             "model FLOPs it counted (runs made before the count existed have none: train the IGPO arm again)"
         )
-    stage = Stage(SFT_STAGE, run, run / CONTROL_DIR, profile)
-    stage.hold()
-    stage.record_settings(sft_params)
-    sft_dir, world_dir, _ = stage_inputs(stage, params["offline"], params["train_qa"])
-    figures = continue_sft(stage, sft_params, float(budget))
-    comparison: dict = {}
-    questions, settings = heldout_eval(
-        stage, sft_dir, params["heldout_qa"], world_dir, params["heldout_n"], params["seed"], params["device"]
+    return train_control_arm(
+        run,
+        budget,
+        offline=params["offline"],
+        train_qa=params["train_qa"],
+        heldout_qa=params["heldout_qa"],
+        heldout_n=params["heldout_n"],
+        seed=params["seed"],
+        device=params["device"],
+        judge=Judge.from_env(params["judge"]),
+        profile=profile,
+        launched_from="python -m venus_utils.rl arms",
     )
-    if questions is not None:  # the same greedy held-out evaluation as the RL arms'
-        grader = Judge.from_env(params["judge"])
-        tools = make_toolbox("local", world_dir) if params["offline"] else make_toolbox("web")
-        kw = dict(sft_dir=sft_dir, world_dir=world_dir, tools=tools, judge=grader)
-        comparison = ho.compare(
-            heldout_scores(stage, "sft", questions, settings, **kw),
-            heldout_scores(stage, "rl", questions, settings, **kw),
-        )
-        figures["judge"] = grader.describe()
-    summary = stage.finish(**figures, heldout_comparison=comparison, launched_from="python -m venus_utils.rl arms")
-    print(
-        f"[control] {figures['steps']} SFT steps, {figures['flops_vs_budget']}x the IGPO arm's FLOPs; model: "
-        f"{figures['model_dir']}"
-    )
-    return summary
 
 
 def _arm_choices(p: argparse.ArgumentParser) -> None:
@@ -286,7 +274,7 @@ def arms(args: argparse.Namespace) -> dict:
     if CONTROL_ARM in chosen:
         print(f"[arms] {ho.CONTROL}: {run / CONTROL_DIR}", flush=True)
         if is_main_process():
-            train_control(args, run)
+            control(args, run)
         seconds[ho.CONTROL] = round(time.perf_counter() - started, 1)
     # how the arms ran: wall seconds from the start of the first arm to the end of each (a finished arm: ~0)
     timing = {"parallel": parallel, "cpu_threads": cpu_threads(), "wall_seconds": seconds}

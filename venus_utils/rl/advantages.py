@@ -9,7 +9,9 @@ information-gain or format-penalty position (which is why an IG of exactly 0 is 
 2. normalise: ``joint`` z-scores outcome and IG together; ``separate`` z-scores each kind on its own;
    ``scaled_separate`` also rescales IG by ``min(10, max(0.3, mean|A_out|) / (mean|A_ig| + eps))`` over the
    batch; ``raw_ig`` divides IG by its std (no mean), adds the sample's normalised outcome to each IG
-   position and forces gamma to 0;
+   position and forces gamma to 0; with ``ig_kinds`` (a key per IG position, e.g. the tool its turn called) the
+   IG statistics are taken per group and kind (``IGPOConfig.ig_norm = "tool"``: a visit against the group's
+   visits);
 3. discount backwards over the sorted reward positions ``A_k = Â_k + gamma * A_{k+1}`` and give every token of
    the segment ``(p_{k-1}, p_k]`` the value ``A_k`` (the first segment starts at token 0).
 """
@@ -60,6 +62,21 @@ def _split(rewards, lengths) -> tuple[list[float], list[list[int]], list[list[fl
     return outcomes, ig_pos, ig_val
 
 
+def _discounted(n: int, positions: list[int], values: list[float], gamma: float) -> list[float]:
+    """Per-token advantages of one sample of ``n`` tokens: ``A_k = value_k + gamma * A_{k+1}`` over its sorted reward
+    positions, each value given to the tokens of its segment ``(p_{k-1}, p_k]``."""
+    adv = np.zeros(n, dtype=np.float64)
+    running, segs = 0.0, []
+    for v in reversed(values):
+        running = v + gamma * running
+        segs.append(running)
+    start = 0
+    for p, a in zip(positions, reversed(segs)):
+        adv[start : p + 1] = a
+        start = p + 1
+    return adv.tolist()
+
+
 def compute_turn_advantages(
     rewards: Sequence[Mapping[int, float]],
     lengths: Sequence[int],
@@ -69,10 +86,12 @@ def compute_turn_advantages(
     mode: str = "scaled_separate",
     eps: float = 1e-6,
     stats: dict | None = None,
+    ig_kinds: Sequence[Sequence[Hashable]] | None = None,
 ) -> list[list[float]]:
     """Per-token advantages of each sample (see the module docstring); ``stats`` (if given) gets diagnostics.
 
-    A sample of length 0 (padding) gets an empty list and takes no part in the statistics.
+    A sample of length 0 (padding) gets an empty list and takes no part in the statistics.  ``ig_kinds``: per
+    sample, a key for each of its IG positions in position order; IG is then normalised per (group, key).
     """
     if mode not in NORM_MODES:
         raise ValueError(f"mode must be one of {NORM_MODES}, got {mode!r}")
@@ -83,12 +102,19 @@ def compute_turn_advantages(
         )
     outcomes, ig_pos, ig_val = _split(rewards, lengths)
     live = [i for i, n in enumerate(lengths) if n > 0]
+    if ig_kinds is not None:
+        if mode not in ("separate", "scaled_separate"):
+            raise ValueError(f"ig_kinds normalise IG on its own: mode separate or scaled_separate, not {mode!r}")
+        if len(ig_kinds) != len(lengths) or any(len(ig_kinds[i]) != len(ig_pos[i]) for i in live):
+            raise ValueError("ig_kinds needs one key per IG position of every sample")
+    kind = (lambda i, k: (group_ids[i], ig_kinds[i][k])) if ig_kinds is not None else (lambda i, k: group_ids[i])
 
     out_by_g, ig_by_g, all_by_g = defaultdict(list), defaultdict(list), defaultdict(list)
     for i in live:
         g = group_ids[i]
         out_by_g[g].append(outcomes[i])
-        ig_by_g[g].extend(ig_val[i])
+        for k, v in enumerate(ig_val[i]):
+            ig_by_g[kind(i, k)].append(v)
         all_by_g[g].extend([outcomes[i], *ig_val[i]])
 
     out_norm = [0.0] * len(lengths)
@@ -104,11 +130,13 @@ def compute_turn_advantages(
         for i in live:
             m, s = st_out[group_ids[i]]
             out_norm[i] = (outcomes[i] - m) / (s + eps)
-            m_ig, s_ig = st_ig[group_ids[i]]
             if mode == "raw_ig":
+                s_ig = st_ig[group_ids[i]][1] if ig_val[i] else 1.0
                 ig_norm[i] = [v / (s_ig + eps) + out_norm[i] for v in ig_val[i]]
             else:
-                ig_norm[i] = [(v - m_ig) / (s_ig + eps) for v in ig_val[i]]
+                ig_norm[i] = [
+                    (v - st_ig[kind(i, k)][0]) / (st_ig[kind(i, k)][1] + eps) for k, v in enumerate(ig_val[i])
+                ]
         if mode == "scaled_separate":
             abs_out = [abs(out_norm[i]) for i in live]
             abs_ig = [abs(v) for i in live for v in ig_norm[i]]
@@ -121,22 +149,10 @@ def compute_turn_advantages(
     if mode == "raw_ig":
         gamma = 0.0
 
-    advantages = []
-    for i, n in enumerate(lengths):
-        n = int(n)
-        adv = np.zeros(n, dtype=np.float64)
-        if n:
-            positions = ig_pos[i] + [n - 1]
-            values = ig_norm[i] + [out_norm[i]]
-            running, start, segs = 0.0, 0, []
-            for v in reversed(values):
-                running = v + gamma * running
-                segs.append(running)
-            segs.reverse()
-            for p, a in zip(positions, segs):
-                adv[start : p + 1] = a
-                start = p + 1
-        advantages.append(adv.tolist())
+    advantages = [
+        _discounted(int(n), ig_pos[i] + [int(n) - 1], ig_norm[i] + [out_norm[i]], gamma) if n else []
+        for i, n in enumerate(lengths)
+    ]
 
     if stats is not None:
         stats.update(

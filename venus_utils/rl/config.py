@@ -27,6 +27,8 @@ INFO_GAIN_TYPES = ("log_prob_diff", "prob_diff")
 #: igpo: DR-Venus (IG turn rewards + format penalties + judged outcome); grpo: the judged outcome alone
 REWARD_MODES = ("igpo", "grpo")
 NORM_MODES = ("joint", "separate", "scaled_separate", "raw_ig")
+#: over which turns a group's information gains are z-scored: all of them (DR-Venus) or those of the same tool
+IG_NORMS = ("group", "tool")
 #: colocate: TRL's vLLM engine inside each training process | server: a separate OpenAI-compatible vLLM server
 VLLM_MODES = ("colocate", "server")
 
@@ -120,6 +122,15 @@ class IGPOConfig:
     # --- advantages (DR-Venus: RL/verl/trainer/ppo/info_gain_advantage.py) -------------------------------------
     norm_mode: str = field(
         default="scaled_separate", metadata={"help": "joint | separate | scaled_separate | raw_ig."}
+    )
+    ig_norm: str = field(
+        default="group",
+        metadata={
+            "help": "group: a turn's IG is z-scored over all IG turns of its group (DR-Venus) | tool: over the "
+            "group's turns that called the same tool (a visit against visits, a search against searches), so a "
+            "tool whose turns lower the answer's log-probability on average (reading a page of namesakes) is not "
+            "pushed down as a whole (separate / scaled_separate norm_mode only)."
+        },
     )
     gamma: float = field(default=0.95, metadata={"help": "Discount over reward positions, applied backwards."})
     adv_eps: float = field(default=1e-6, metadata={"help": "epsilon in (r - mean) / (std + eps)."})
@@ -236,6 +247,12 @@ class IGPOConfig:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
         if self.norm_mode not in NORM_MODES:
             raise ValueError(f"norm_mode must be one of {NORM_MODES}, got {self.norm_mode!r}")
+        if self.ig_norm not in IG_NORMS:
+            raise ValueError(f"ig_norm must be one of {IG_NORMS}, got {self.ig_norm!r}")
+        if self.ig_norm == "tool" and self.norm_mode not in ("separate", "scaled_separate"):
+            raise ValueError(
+                f"ig_norm='tool' z-scores IG on its own: norm_mode separate or scaled_separate, not {self.norm_mode!r}"
+            )
         if self.reward_mode == "grpo" and self.search_cost:
             raise ValueError(
                 f"search_cost={self.search_cost} is a turn reward, and reward_mode=grpo has none: set "

@@ -316,7 +316,7 @@ class IGPOTrainer(AtomicCheckpoints, GRPOTrainer):
         lengths = [len(ep.completion_ids) if r else 0 for ep, r in zip(episodes, rewards)]
         everything = gather_object(
             [
-                (r, n, ep.group, float(ep.judge_score), hash(tuple(ep.completion_ids)))
+                (r, n, ep.group, float(ep.judge_score), hash(tuple(ep.completion_ids)), ig_kinds(ep))
                 for r, n, ep in zip(rewards, lengths, episodes)
             ]
         )
@@ -504,6 +504,13 @@ class IGPOTrainer(AtomicCheckpoints, GRPOTrainer):
         if self.accelerator.is_main_process and mode == "train":
             self.episode_rows.extend(rows)
             write_jsonl(self.episodes_path, self.episode_rows)
+
+
+def ig_kinds(ep: Episode) -> list[str]:
+    """The tool of each turn that carries a turn reward, in turn order (the key ``IGPOConfig.ig_norm = "tool"``
+    normalises information gain by; "none" for a turn that called no tool)."""
+    rewards = ep.extra.get("turn_rewards") or []
+    return [ep.tool_names[j] or "none" for j, r in enumerate(rewards) if r is not None]
 
 
 def lora_config(cfg: IGPOConfig):

@@ -32,12 +32,16 @@ def process_advantages(
     step: int | None = None,
 ) -> list[list[float]]:
     """Advantages of one process's samples: computed on the gathered batch (every process's
-    ``(rewards, length, group, judge score, completion digest)`` in process order), then sliced, so sharding changes
-    nothing.  With ``turn_advantages`` (and ``turns``, each sample's ``(turn rewards, outcome, turn spans)`` gathered
+    ``(rewards, length, group, judge score, completion digest[, IG kinds])`` in process order), then sliced, so
+    sharding changes nothing; the IG kinds (the tool of each rewarded turn) are read with ``cfg.ig_norm = "tool"``.
+    With ``turn_advantages`` (and ``turns``, each sample's ``(turn rewards, outcome, turn spans)`` gathered
     the same way) that rule replaces the library's (:func:`rule_advantages`).  ``stats`` (if given) also gets
     the batch's :func:`group_signal`."""
-    rewards, lengths, groups, scores, digests = zip(*gathered) if gathered else ((), (), (), (), ())
+    rewards, lengths, groups, scores, digests = (
+        [list(col) for col in zip(*(t[:5] for t in gathered))] if gathered else ([], [], [], [], [])
+    )
     if turn_advantages is None:
+        by_tool = cfg.ig_norm == "tool"
         adv = compute_turn_advantages(
             list(rewards),
             list(lengths),
@@ -46,6 +50,7 @@ def process_advantages(
             mode=cfg.norm_mode,
             eps=cfg.adv_eps,
             stats=stats,
+            ig_kinds=[t[5] if n else [] for t, n in zip(gathered, lengths)] if by_tool else None,
         )
     else:
         if turns is None or len(turns) != len(gathered):

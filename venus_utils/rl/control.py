@@ -1,0 +1,86 @@
+"""The control arm beside the RL arms: more SFT for the same compute, scored the way the RL arms are (issue 40).
+
+:func:`train_control_arm` continues the run's stopped SFT model (:mod:`venus_utils.sft.continuation`) with the
+settings the SFT stage itself ran with (its ``summary.json`` records them), for the model FLOPs an RL arm counted
+(:func:`train_flops`), into ``<run>/04_igpo_rl_control``, then answers the run's held-out questions greedily with
+the SFT model's protocol and pairs it with the SFT model, as :mod:`venus_utils.rl.steps` does for an RL arm.
+Notebook 04 (``control_arm = True``) and ``python -m venus_utils.rl arms --arms ...,control`` both call it.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from ..eval import heldout as ho
+from ..io import read_json
+from ..paths import CONTROL_DIR, SFT_STAGE
+from ..sft.continuation import train_control
+from ..stage import SUMMARY, Stage
+from .steps import heldout_eval, heldout_scores, stage_inputs
+
+
+def train_flops(history: list[dict[str, Any]]) -> float | None:
+    """The model FLOPs an RL run counted (the ``flops`` of every logged step: a trainer's ``state.log_history`` or
+    ``metrics.jsonl``'s rows); None when it counted none (runs made before the count existed)."""
+    total = sum(float(r["flops"]) for r in history if r.get("flops") is not None and math.isfinite(float(r["flops"])))
+    return total or None
+
+
+def sft_settings(run_dir: str | Path) -> dict[str, Any]:
+    """The settings the run's SFT stage ran with (the values its ``summary.json`` recorded, whatever their source)."""
+    summary = Path(run_dir) / SFT_STAGE / SUMMARY
+    if not summary.is_file():
+        raise FileNotFoundError(f"{summary}: the run has no finished SFT stage to continue")
+    recorded = read_json(summary).get("settings") or {}
+    if not recorded:
+        raise ValueError(f"{summary}: records no settings (a run from before settings were recorded)")
+    return {name: entry["value"] for name, entry in recorded.items()}
+
+
+def train_control_arm(
+    run_dir: str | Path,
+    budget_flops: float,
+    *,
+    offline: bool = True,
+    train_qa: str | Path | None = None,
+    heldout_qa: str | Path | None = None,
+    heldout_n: int | None = None,
+    seed: int = 0,
+    device: str = "cpu",
+    judge: Any = None,
+    tools: Any = None,
+    profile: str | None = None,
+    launched_from: str = "notebook 04",
+) -> dict[str, Any]:
+    """Train the control for ``budget_flops`` (a finished control is not trained again), score it on the run's
+    held-out questions (``heldout_n`` of ``heldout_qa`` or the world's test split, as the RL arm's) with ``judge``
+    and ``tools`` (defaults: the configured judge, the run's offline tools), and return its ``summary.json``."""
+    from ..eval.judge import Judge
+    from ..tools import make_toolbox
+
+    params = sft_settings(run_dir)
+    stage = Stage(SFT_STAGE, run_dir, Path(run_dir) / CONTROL_DIR, profile)
+    stage.hold()
+    stage.record_settings(params)
+    sft_dir, world_dir, _ = stage_inputs(stage, offline, train_qa)
+    figures = train_control(stage, params, float(budget_flops))
+    comparison: dict = {}
+    questions, settings = heldout_eval(stage, sft_dir, heldout_qa, world_dir, heldout_n, seed, device)
+    if questions is not None:  # the same greedy held-out evaluation as the RL arms'
+        judge = judge if judge is not None else Judge.from_env()
+        if tools is None:
+            tools = make_toolbox("local", world_dir) if offline else make_toolbox("web")
+        kw = dict(sft_dir=sft_dir, world_dir=world_dir, tools=tools, judge=judge)
+        comparison = ho.compare(
+            heldout_scores(stage, "sft", questions, settings, **kw),
+            heldout_scores(stage, "rl", questions, settings, **kw),
+        )
+        figures["judge"] = judge.describe() if hasattr(judge, "describe") else str(judge)
+    print(
+        f"[control] {figures['steps']} SFT steps, {figures['flops_vs_budget']}x the RL arm's FLOPs; model: "
+        f"{figures['model_dir']}",
+        flush=True,
+    )
+    return stage.finish(**figures, heldout_comparison=comparison, launched_from=launched_from)
