@@ -175,3 +175,26 @@ def test_arms_of_a_run_folder_include_dynamic_sampling_and_plot_the_rolled_out_s
 
     why = run_report.why_no_gain({"n": 3}, pd.DataFrame(), pd.DataFrame(ds_run))["value"]
     assert why["groups rolled out per step"] == 10 and why["share of rolled-out groups with an outcome signal"] == 0.4
+
+
+def test_advantage_by_tool_shows_what_the_update_pushed_each_kind_of_turn_by():
+    import pandas as pd
+
+    from venus_utils.rl import run_report
+
+    episodes = pd.DataFrame(
+        [
+            {"tool_names": ["search", "visit", None], "turn_advantages": [1.0, -0.5, 0.8], "judge_score": 1.0},
+            {"tool_names": ["search", "visit", None], "turn_advantages": [0.2, -1.5, -0.8], "judge_score": 0.0},
+            {
+                "tool_names": ["search", None],
+                "turn_advantages": [None, -0.1],
+                "judge_score": 0.0,
+            },  # no tokens: left out
+        ]
+    )
+    table = run_report.advantage_by_tool(episodes).set_index(["tool", "episode"])
+    assert table.loc[("visit", "right"), "mean_advantage"] == -0.5  # a right episode's visit, pushed down
+    assert table.loc[("visit", "all"), "share_pushed_down"] == 1.0 and table.loc[("visit", "all"), "turns"] == 2
+    assert table.loc[("(answer)", "wrong"), "turns"] == 2 and ("search", "wrong") in table.index
+    assert run_report.advantage_by_tool(episodes.drop(columns="turn_advantages")).empty  # runs before the column

@@ -118,6 +118,9 @@ def test_two_steps_checkpoint_and_resume(tiny_lm, tmp_path):
     episodes = read_jsonl(tmp_path / "episodes.jsonl")
     assert len(episodes) == 8 and {e["step"] for e in episodes} == {0, 1}
     assert all(len(e["info_gain"]) == e["num_turns"] - 1 for e in episodes)
+    # what the update pushed each turn by (issue 40's mechanism table): one value per turn, finite where it has tokens
+    assert all(len(e["turn_advantages"]) == e["num_turns"] for e in episodes)
+    assert any(a is not None and math.isfinite(a) for e in episodes for a in e["turn_advantages"])
     assert (tmp_path / "checkpoint-2").is_dir()
 
     resumed = _trainer(tiny_lm, tmp_path, small_cfg(max_steps=3), resume_step=2)

@@ -344,6 +344,8 @@ class IGPOTrainer(AtomicCheckpoints, GRPOTrainer):
             step=self.state.global_step,
         )
 
+        for ep, adv, n in zip(episodes, local_adv, lengths):  # what each turn was pushed by (episodes.jsonl)
+            ep.extra["turn_advantages"] = turn_mean_advantages(ep, adv, n)
         prompt_ids = pad(
             [torch.tensor(ep.prompt_ids) for ep in episodes],
             padding_value=self._tokenizer.pad_token_id,
@@ -506,6 +508,18 @@ class IGPOTrainer(AtomicCheckpoints, GRPOTrainer):
             write_jsonl(self.episodes_path, self.episode_rows)
 
 
+def turn_mean_advantages(ep: Episode, advantages: Sequence[float], n: int) -> list[float | None]:
+    """The mean advantage over each turn's sampled tokens (None for a turn without any), from an episode's per-token
+    advantages over its ``n`` completion tokens: what the update pushed each turn by."""
+    if not n or not advantages:
+        return [None] * ep.num_turns
+    out = []
+    for start, end in turn_spans(len(ep.prompt_ids), ep.boundaries, n):
+        values = [a for a, m in zip(advantages[start:end], ep.assistant_mask[start:end]) if m]
+        out.append(round(sum(values) / len(values), 4) if values else None)
+    return out
+
+
 def ig_kinds(ep: Episode) -> list[str]:
     """The tool of each turn that carries a turn reward, in turn order (the key ``IGPOConfig.ig_norm = "tool"``
     normalises information gain by; "none" for a turn that called no tool)."""
@@ -546,6 +560,7 @@ def _episode_row(ep: Episode, step: int) -> dict:
         "format_errors": ep.format_errors,
         "malformed_turns": sum(1 for e in ep.format_errors if e),
         "turn_rewards": ep.extra.get("turn_rewards"),
+        "turn_advantages": ep.extra.get("turn_advantages"),
         "outcome": ep.extra.get("outcome"),
         "judge_score": ep.judge_score,
         "completion_tokens": len(ep.completion_ids),

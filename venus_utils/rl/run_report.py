@@ -10,6 +10,7 @@ is what it is, and the IGPO / outcome-only GRPO arms of a run folder side by sid
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -116,6 +117,34 @@ def ig_by_tool(episodes: pd.DataFrame) -> pd.DataFrame:
     both = pd.concat([long, long.assign(episode="all")])
     table = both.groupby(["tool", "episode"])["ig"].agg(
         turns="size", mean_ig="mean", median_ig="median", share_negative=lambda v: float((v < 0).mean())
+    )
+    return table.reset_index()[columns]
+
+
+def advantage_by_tool(episodes: pd.DataFrame) -> pd.DataFrame:
+    """What the update pushed each kind of turn by: the mean advantage over a turn's sampled tokens
+    (``turn_advantages`` of ``episodes.jsonl``), by the tool the turn called ("(answer)" for the last turn) and by how
+    its episode ended, with the share of such turns pushed down (advantage < 0).  Under GRPO every turn of an episode
+    gets its outcome's advantage; under IGPO a turn's own information gain moves it too, so a tool whose gain is
+    negative on average is pushed down even in episodes that end right.  Empty for runs before the column existed."""
+    rows = []
+    for e in episodes.itertuples():
+        advantages = getattr(e, "turn_advantages", None)
+        if not isinstance(advantages, (list, tuple)):
+            continue
+        last = len(e.tool_names) - 1
+        for t, (tool, a) in enumerate(zip(e.tool_names, advantages)):
+            if a is None or (isinstance(a, float) and math.isnan(a)):
+                continue
+            kind = "(answer)" if t == last else (tool or "(no tool call)")
+            rows.append({"tool": kind, "episode": "right" if float(e.judge_score) >= 1.0 else "wrong", "advantage": a})
+    columns = ["tool", "episode", "turns", "mean_advantage", "share_pushed_down"]
+    if not rows:
+        return pd.DataFrame(columns=columns)
+    long = pd.DataFrame(rows)
+    both = pd.concat([long, long.assign(episode="all")])
+    table = both.groupby(["tool", "episode"])["advantage"].agg(
+        turns="size", mean_advantage="mean", share_pushed_down=lambda v: float((v < 0).mean())
     )
     return table.reset_index()[columns]
 
