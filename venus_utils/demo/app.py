@@ -29,6 +29,7 @@ from ..stage import best_model
 from .cards import render_html, steps_from_messages
 from .runs import (
     DEMO_FALLBACK,
+    FORM_FIELDS,
     MAX_QUESTION_CHARS,
     MAX_STEPS_LIMIT,
     DemoSettings,
@@ -180,25 +181,9 @@ class DemoServer:
         status) until it ends.  A client that cancels or goes away closes the generator: that stops the run.
         ``system_prompt_style``: auto (the chosen model's own), dr-venus or compact."""
         try:
+            form = {name: value for name, value in locals().items() if name in FORM_FIELDS}
             question = check_question(question)
-            settings = replace(
-                self.defaults,
-                model=model,
-                checkpoint=checkpoint,
-                endpoint=endpoint,
-                endpoint_model=endpoint_model,
-                endpoint_key=endpoint_key,
-                tools=tools,
-                world_dir=world_dir,
-                serper_key=serper_key,
-                jina_key=jina_key,
-                summary_base=summary_base,
-                summary_key=summary_key,
-                summary_model=summary_model,
-                max_steps=max_steps,
-                system_prompt_style=system_prompt_style,
-                extra=dict(self.defaults.extra),
-            ).validated()
+            settings = replace(self.defaults, **form, extra=dict(self.defaults.extra)).validated()
             self.check_folders(settings)
             if settings.model == "endpoint":
                 self.check_url(settings.endpoint)
@@ -394,24 +379,9 @@ class DemoServer:
         demo.unload(self.forget)
 
 
-#: the components :meth:`DemoServer.start` takes, in the order of its arguments
-START_INPUTS = (
-    "question",
-    "model",
-    "checkpoint",
-    "endpoint",
-    "endpoint_model",
-    "endpoint_key",
-    "tools",
-    "world_dir",
-    "serper_key",
-    "jina_key",
-    "summary_base",
-    "summary_key",
-    "summary_model",
-    "max_steps",
-    "prompt_style",
-)
+#: the components :meth:`DemoServer.start` takes, in the order of its arguments: the question, then the form's
+#: fields (:data:`venus_utils.demo.runs.FORM_FIELDS`; the prompt style's component is named ``prompt_style``)
+START_INPUTS = ("question", *("prompt_style" if f == "system_prompt_style" else f for f in FORM_FIELDS))
 
 
 def exposure_warning(host: str, allow_any_endpoint: bool = False) -> str | None:

@@ -220,6 +220,27 @@ class DemoSettings:
         return self
 
 
+#: the :class:`DemoSettings` fields the web demo's form sets, in the order
+#: :meth:`venus_utils.demo.app.DemoServer.start` takes them after the question (its inputs, ``START_INPUTS``, and its
+#: arguments follow this list; a test checks)
+FORM_FIELDS = (
+    "model",
+    "checkpoint",
+    "endpoint",
+    "endpoint_model",
+    "endpoint_key",
+    "tools",
+    "world_dir",
+    "serper_key",
+    "jina_key",
+    "summary_base",
+    "summary_key",
+    "summary_model",
+    "max_steps",
+    "system_prompt_style",
+)
+
+
 def check_question(question: str) -> str:
     question = (question or "").strip()
     if not question:
