@@ -14,10 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from ..eval import heldout as ho
+from ..eval.judge import Judge
 from ..io import read_json
 from ..paths import CONTROL_DIR, SFT_STAGE
 from ..sft.continuation import train_control
 from ..stage import SUMMARY, Stage
+from ..tools import make_toolbox
 from .steps import heldout_eval, heldout_scores, stage_inputs
 
 
@@ -57,9 +59,6 @@ def train_control_arm(
     """Train the control for ``budget_flops`` (a finished control is not trained again), score it on the run's
     held-out questions (``heldout_n`` of ``heldout_qa`` or the world's test split, as the RL arm's) with ``judge``
     and ``tools`` (defaults: the configured judge, the run's offline tools), and return its ``summary.json``."""
-    from ..eval.judge import Judge
-    from ..tools import make_toolbox
-
     params = sft_settings(run_dir)
     stage = Stage(SFT_STAGE, run_dir, Path(run_dir) / CONTROL_DIR, profile)
     stage.hold()
