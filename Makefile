@@ -62,12 +62,12 @@ ENV_STAMP = $(if $(wildcard $(VENV)/.stamp-gpu),$(VENV)/.stamp-gpu,$(VENV)/.stam
 
 # --- what users run ---------------------------------------------------------------------------------------
 pipeline: $(ENV_STAMP)
-	$(VENV)/bin/python -m venus_utils.pipeline --params $(PARAMS) $(PIPELINE_ARGS)
+	$(VENV)/bin/python -m venus_utils.run.pipeline --params $(PARAMS) $(PIPELINE_ARGS)
 
 # A static HTML site of an executed run (one page per notebook, with its plots and tables, and an index of the
 # key figures), in runs/$(PROFILE)/book/. Secrets are masked; nothing is executed. Run `make pipeline` first.
 book: $(ENV_STAMP)
-	$(VENV)/bin/python -m venus_utils.html_book --run runs/$(PROFILE) $(BOOK_ARGS)
+	$(VENV)/bin/python -m venus_utils.run.html_book --run runs/$(PROFILE) $(BOOK_ARGS)
 
 test: test-core test-unsloth
 

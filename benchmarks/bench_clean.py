@@ -32,7 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from venus_utils import protocol  # noqa: E402
+from venus_utils.core import protocol  # noqa: E402
 from venus_utils.data import rules, synthetic  # noqa: E402
 from venus_utils.data.clean import CleanConfig, diff_outputs, run_clean  # noqa: E402
 from venus_utils.data.resample import ResamplePolicy, bucket_stats  # noqa: E402

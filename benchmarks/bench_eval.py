@@ -49,11 +49,11 @@ def main(argv=None) -> int:
 
     from transformers import AutoConfig
 
+    from venus_utils.core.perf import flops_per_token, machine_peak, utilisation
+    from venus_utils.core.stage import best_model
     from venus_utils.eval.heldout import EvalSettings, draw_heldout, evaluate_model
     from venus_utils.eval.judge import Judge
     from venus_utils.modeling import kv_decode
-    from venus_utils.perf import flops_per_token, machine_peak, utilisation
-    from venus_utils.stage import best_model
 
     tmp = Path(tempfile.mkdtemp(prefix="bench_eval_"))
     if args.run:

@@ -25,7 +25,7 @@ import time
 
 def synthetic_messages(turns: int, seed: int = 0) -> list[dict]:
     """System + question, ``turns - 1`` tool turns with their responses, and a final answer turn."""
-    from venus_utils import protocol
+    from venus_utils.core import protocol
 
     rng = random.Random(seed)
     words = "river county village report health statistics program year river medway kent michigan".split()
@@ -94,7 +94,7 @@ def main() -> None:
 
 def step_scenario(model, tokenizer, args, timed) -> None:
     """An RL step's episodes: the per-episode KV method against the batched one."""
-    from venus_utils.perf import flops_per_token, machine_peak, utilisation
+    from venus_utils.core.perf import flops_per_token, machine_peak, utilisation
     from venus_utils.rl.info_gain import boundary_values_batched, boundary_values_kv, pseudo_answer
     from venus_utils.rl.rewards import episode_from_messages
 

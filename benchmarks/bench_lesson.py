@@ -36,8 +36,8 @@ def design_rows(profile: str, tokenizer, max_length: int, limit: int) -> list[di
     """The raw expert trajectories of ``profile``'s world (its seed and knobs), tokenized as SFT rows."""
     import pyarrow.parquet as pq
 
-    from venus_utils import protocol
-    from venus_utils.profiles import load_profile
+    from venus_utils.core import protocol
+    from venus_utils.core.profiles import load_profile
     from venus_utils.sft import build_examples
     from venus_utils.world import build_world
 
@@ -129,8 +129,8 @@ def main(argv=None) -> int:
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
+    from venus_utils.core.perf import cpu_bf16_native, flops_per_token, machine_peak, utilisation
     from venus_utils.modeling import build_tiny_model
-    from venus_utils.perf import cpu_bf16_native, flops_per_token, machine_peak, utilisation
 
     torch.manual_seed(0)
     tmp = Path(tempfile.mkdtemp(prefix="bench_lesson_model_"))

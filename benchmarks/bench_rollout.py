@@ -47,7 +47,7 @@ def main(argv=None) -> int:
 
     import torch
 
-    from venus_utils.perf import machine_peak
+    from venus_utils.core.perf import machine_peak
     from venus_utils.rl.policy import load_policy
     from venus_utils.rl.training_rows import qa_rows, rl_question_file
 
@@ -129,7 +129,7 @@ def _trainer(args, steps: int, fast: bool, precision: str, base, tokenizer, rows
 
 def _measured(out: Path) -> dict:
     """A variant's mean seconds per phase per step (the warm-up step left out) and its tokens per step."""
-    from venus_utils.io import read_jsonl
+    from venus_utils.core.io import read_jsonl
 
     logged = [r for r in read_jsonl(out / "metrics.jsonl") if "time_update_s" in r][1:]  # skip the warm-up
     episodes = [e for e in read_jsonl(out / "episodes.jsonl") if e["step"] >= 1]
@@ -144,7 +144,7 @@ def _measured(out: Path) -> dict:
 def _report(results: dict, config, peak) -> None:
     """The per-phase table (each variant, and each baseline's ratio to fast), and each variant's tokens/s and share of
     the machine's peak."""
-    from venus_utils.perf import flops_per_token, utilisation
+    from venus_utils.core.perf import flops_per_token, utilisation
 
     others = [k for k in results if k != "fast"]
     print(

@@ -21,9 +21,9 @@ level before it; CPU torch has no allocator statistics).
   the backward), what the trainer ran before ``gradient_checkpointing: false`` reached it (TRL's default is on).
 
 Each variant's model FLOP utilisation is printed against the machine's fp32 matmul peak and its best (bf16 where it
-is native, else fp32), measured in this run on the same threads (:func:`venus_utils.perf.machine_peak`), with the
+is native, else fp32), measured in this run on the same threads (:func:`venus_utils.core.perf.machine_peak`), with the
 model's FLOPs per trained token
-(:func:`venus_utils.perf.flops_per_token`: forward + backward, attention at the data's mean length).
+(:func:`venus_utils.core.perf.flops_per_token`: forward + backward, attention at the data's mean length).
 
 Without ``--data`` a small offline world is built in a temporary folder and its raw expert trajectories (with
 the DR-Venus system prompt, as the cleaner writes them) are the data.  Target: grouped >= 1.5x naive_max_length.
@@ -47,7 +47,7 @@ VARIANTS = ("naive_max_length", "naive_padded", "grouped", "padding_free", "grou
 
 
 def load_rows(args, tokenizer):
-    from venus_utils import protocol
+    from venus_utils.core import protocol
     from venus_utils.sft import build_examples, examples_from_parquet
 
     if args.data:
@@ -235,7 +235,7 @@ def main(argv=None):
             acc[v][2] += total
     from transformers import AutoConfig
 
-    from venus_utils.perf import flops_per_token, machine_peak
+    from venus_utils.core.perf import flops_per_token, machine_peak
 
     peak = machine_peak()
     per_token = flops_per_token(

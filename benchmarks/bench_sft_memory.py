@@ -11,7 +11,7 @@ micro-batch, in a fresh process of its own (the kernel state is per process), on
 variant: distinct widths and LM-head row counts, padding share, real (non-pad) tokens/s and its ratio to exact shapes
 (``--multiples``' first), resident memory after the first step and at the end, its growth per 100 steps, and the
 model FLOP utilisation against the machine's peak measured in this run on the same threads
-(:func:`venus_utils.perf.machine_peak`).
+(:func:`venus_utils.core.perf.machine_peak`).
 
 Without ``--data`` a small offline world's expert trajectories are the data (as in ``bench_sft.py``); the cpu-hard
 profile's own data (``02_turn_aware_resampling/train.parquet`` of a run) shows the effect at its size.
@@ -104,7 +104,7 @@ def main(argv=None):
     p.add_argument("--json", help="also write the results here")
     p.add_argument("--child", type=int, help=argparse.SUPPRESS)  # run one variant (this multiple) and print JSON
     args = p.parse_args(argv)
-    from venus_utils.perf import cpu_bf16_native
+    from venus_utils.core.perf import cpu_bf16_native
 
     args.bf16 = args.precision == "bf16" or (args.precision == "auto" and cpu_bf16_native())
     if args.child is not None:
@@ -150,7 +150,7 @@ def main(argv=None):
     import torch
     from transformers import AutoConfig
 
-    from venus_utils.perf import flops_per_token, machine_peak
+    from venus_utils.core.perf import flops_per_token, machine_peak
 
     torch.set_num_threads(args.threads)
     peak = machine_peak()

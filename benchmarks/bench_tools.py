@@ -50,10 +50,10 @@ def bench_concurrency(latency_s: float = 0.2, repeats: int = 3) -> dict:
 def bench_bm25(n_queries: int = 400) -> dict:
     import numpy as np
 
+    from venus_utils.core.world_store import load_pages
     from venus_utils.tools import LocalSearch
     from venus_utils.tools.common import words
     from venus_utils.world import build_world
-    from venus_utils.world_store import load_pages
 
     with tempfile.TemporaryDirectory() as tmp:
         build_world(tmp, seed=0, size="medium", progress=False)

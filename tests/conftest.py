@@ -16,7 +16,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 @pytest.fixture(scope="session")
 def dr_venus_dir():
     """The shared DR-Venus reference data; tests that need it skip cleanly when it is absent."""
-    from venus_utils.paths import dr_venus_dir as _dir
+    from venus_utils.core.paths import dr_venus_dir as _dir
 
     path = _dir()
     if not path.exists():

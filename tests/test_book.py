@@ -1,4 +1,4 @@
-"""`make book`: an executed run rendered as a static site (venus_utils.html_book).
+"""`make book`: an executed run rendered as a static site (venus_utils.run.html_book).
 
 The smoke pipeline's fixture lives in tests/test_notebooks.py with module scope, so it cannot be shared with this
 file without running the pipeline a second time.  These tests build a small run of their own instead (four tiny
@@ -17,9 +17,9 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from venus_utils import html_book
-from venus_utils.paths import RUNS_DIR
-from venus_utils.pipeline import StageFailed, run_pipeline
+from venus_utils.core.paths import RUNS_DIR
+from venus_utils.run import html_book
+from venus_utils.run.pipeline import StageFailed, run_pipeline
 
 PLANTED = "sk-test-1234567890abcdef"  # set as SERPER_KEY_ID and printed by a notebook
 UNKNOWN_KEY_HEAD = "sk-live-"  # a key no variable holds: printed built from pieces so the source never shows it
@@ -27,7 +27,7 @@ UNKNOWN_KEY = UNKNOWN_KEY_HEAD + "ab" * 12
 IMG = re.compile(r'<img[^>]*src="data:image/png;base64,[A-Za-z0-9+/=]{100,}')
 
 PARAMS = 'run_dir = "runs/x"\nstage_dir = None\nprofile = "x"\nseed = 0\n'
-START = "from venus_utils.stage import Stage\nstage = Stage.start({name!r}, run_dir, stage_dir, profile)\n"
+START = "from venus_utils.core.stage import Stage\nstage = Stage.start({name!r}, run_dir, stage_dir, profile)\n"
 
 PLOT_AND_TABLE = """\
 import os
@@ -218,14 +218,16 @@ def test_rerender_replaces_the_site_but_never_a_foreign_folder(fake_run, tmp_pat
     html_book.build_book(run_dir, out, notebooks_dir=nbs)  # its own site, untouched: replaced
     (out / "my-notes.html").write_text("a page of mine")  # issue 42: a file added since is never deleted
     with pytest.raises(
-        html_book.BookError, match="holds my-notes.html, which venus_utils.html_book did not write there"
+        html_book.BookError, match="holds my-notes.html, which venus_utils.run.html_book did not write there"
     ):
         html_book.build_book(run_dir, out, notebooks_dir=nbs)
     assert (out / "my-notes.html").read_text() == "a page of mine"
     foreign = tmp_path / "mine"
     foreign.mkdir()
     (foreign / "notes.txt").write_text("keep me")
-    with pytest.raises(html_book.BookError, match="holds notes.txt, which venus_utils.html_book did not write there"):
+    with pytest.raises(
+        html_book.BookError, match="holds notes.txt, which venus_utils.run.html_book did not write there"
+    ):
         html_book.build_book(run_dir, foreign, notebooks_dir=nbs)
     with pytest.raises(html_book.BookError, match="would replace the run folder"):
         html_book.build_book(run_dir, run_dir, notebooks_dir=nbs)

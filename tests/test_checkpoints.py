@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from venus_utils.checkpoints import (
+from venus_utils.core.checkpoints import (
     checkpoint_problem,
     checkpoints,
     discard_incomplete,
@@ -98,7 +98,7 @@ def test_a_run_is_finished_at_max_steps_or_when_recorded_under_the_same_limits(t
 
 
 def test_the_manifest_finds_a_missing_truncated_or_changed_file(tmp_path, monkeypatch):
-    import venus_utils.checkpoints as ck
+    import venus_utils.core.checkpoints as ck
 
     path = _checkpoint(tmp_path, 6)
     (path / "weights.bin").write_bytes(b"w" * 3000)

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from packaging.requirements import Requirement
 
-from venus_utils.paths import REPO_ROOT
+from venus_utils.core.paths import REPO_ROOT
 
 PIN = re.compile(r"^([A-Za-z0-9_.\-]+)==([^\s;]+)")
 LOCKS = ["requirements/cpu.lock", "requirements/gpu.txt", "requirements/unsloth-cpu.txt"]

@@ -140,10 +140,10 @@ def test_the_package_has_no_import_cycle():
 
 def package_graph(graph: dict[str, dict[str, list[str]]]) -> dict[str, dict[str, list[str]]]:
     """The module graph folded onto the package's parts: a subpackage (``venus_utils.agent``) or a top-level module
-    (``venus_utils.protocol``) is one node; imports inside a part are dropped.  A subpackage's ``__main__`` (its
+    (``venus_utils.core.protocol``) is one node; imports inside a part are dropped.  A subpackage's ``__main__`` (its
     command line, ``python -m venus_utils.rl``) is a node of its own: a program that uses the library from above,
     which no module imports, so it may import what sits above its package (the settings schemas,
-    :mod:`venus_utils.cli`)."""
+    :mod:`venus_utils.run.cli`)."""
 
     def part(module: str) -> str:
         return module if module.endswith(".__main__") else ".".join(module.split(".")[:2])
@@ -328,13 +328,14 @@ def _docstrings(tree: ast.AST) -> set[int]:
 
 def test_stage_names_are_spelled_in_one_place():
     """Issue 23: stage names ("04_igpo_rl", "03_sft_unsloth") were spelled out in six modules.  Code names a stage
-    only through ``venus_utils.paths`` (``RL_STAGE``, ``SFT_STAGE``...); docstrings and messages may mention them."""
-    from venus_utils import paths
+    only through ``venus_utils.core.paths`` (``RL_STAGE``, ``SFT_STAGE``...); docstrings and messages may mention
+    them."""
+    from venus_utils.core import paths
 
     names = re.compile("|".join(map(re.escape, paths.STAGES)))
     spelled = []
     for path in sorted(ROOT.rglob("*.py")):
-        if path == ROOT / "paths.py":
+        if path == ROOT / "core" / "paths.py":
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"))
         docs = _docstrings(tree)
@@ -343,7 +344,7 @@ def test_stage_names_are_spelled_in_one_place():
                 found = names.match(node.value)  # the value is a stage name or a path that starts with one
                 if found and node.value[found.end() :][:1] in ("", "/"):
                     spelled.append(f"{path.relative_to(ROOT.parent)}:{node.lineno}: {node.value!r}")
-    assert not spelled, "stage names outside venus_utils/paths.py:\n" + "\n".join(spelled)
+    assert not spelled, "stage names outside venus_utils/core/paths.py:\n" + "\n".join(spelled)
 
 
 def test_no_module_imports_a_command_line():

@@ -3,8 +3,8 @@ import os
 
 import pytest
 
-from venus_utils import env
-from venus_utils.io import atomic_dir, atomic_path, atomic_write, read_json, read_jsonl, write_json, write_jsonl
+from venus_utils.core import env
+from venus_utils.core.io import atomic_dir, atomic_path, atomic_write, read_json, read_jsonl, write_json, write_jsonl
 
 
 def test_atomic_write_replaces_and_leaves_no_temp(tmp_path):
@@ -75,7 +75,7 @@ def test_describe_machine_and_profile_suggestion():
 @pytest.mark.parametrize("umask", [0o022, 0o027, 0o002])
 def test_atomic_writes_get_the_mode_the_umask_gives(tmp_path, umask):
 
-    from venus_utils.io import atomic_dir, atomic_write
+    from venus_utils.core.io import atomic_dir, atomic_write
 
     old = os.umask(umask)
     try:

@@ -7,8 +7,8 @@ import re
 import nbformat
 import pytest
 
-from venus_utils.paths import PARAMS_DIR
-from venus_utils.profiles import discover_notebooks, load_profile, notebook_defaults, notebook_params
+from venus_utils.core.paths import PARAMS_DIR
+from venus_utils.core.profiles import discover_notebooks, load_profile, notebook_defaults, notebook_params
 
 NOTEBOOKS = discover_notebooks()
 PROFILES = sorted(PARAMS_DIR.glob("*.yaml"))
@@ -70,7 +70,7 @@ NOT_DR_VENUS = {"vllm_tensor_parallel_size": "must divide the run's processes; D
 
 def _schema_views():
     """(stage, config class) pairs: the notebooks whose training settings are a config class's fields."""
-    from venus_utils.paths import RL_STAGE, SFT_STAGE
+    from venus_utils.core.paths import RL_STAGE, SFT_STAGE
     from venus_utils.rl.config import IGPOConfig
     from venus_utils.sft.config import SFTConfig
 
@@ -103,7 +103,7 @@ def test_the_parameters_cell_agrees_with_the_stage_schema(stage, config):
     import dataclasses
     import typing
 
-    from venus_utils.paths import NOTEBOOKS_DIR
+    from venus_utils.core.paths import NOTEBOOKS_DIR
 
     path = NOTEBOOKS_DIR / f"{stage}.ipynb"
     nb = nbformat.read(path, as_version=4)
@@ -131,16 +131,16 @@ def test_the_parameters_cell_agrees_with_the_stage_schema(stage, config):
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_the_parameters_cell_is_generated_from_the_defaults_module(path):
-    """Issue 23: a setting is written once.  Each parameters cell is :func:`venus_utils.defaults.parameters_cell`
-    (``python -m venus_utils.defaults --write`` rewrites a stale one), so the notebook, the stage CLIs and the run
+    """Issue 23: a setting is written once.  Each parameters cell is :func:`venus_utils.core.defaults.parameters_cell`
+    (``python -m venus_utils.core.defaults --write`` rewrites a stale one), so the notebook, the stage CLIs and the run
     record read the same lesson values."""
-    from venus_utils.defaults import parameters_cell, stage_defaults
+    from venus_utils.core.defaults import parameters_cell, stage_defaults
 
     nb = nbformat.read(path, as_version=4)
     cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
     assert cell.source == parameters_cell(path.stem), (
-        f"{path.name}: its parameters cell differs from venus_utils/defaults.py; edit the module, then run "
-        "python -m venus_utils.defaults --write"
+        f"{path.name}: its parameters cell differs from venus_utils/core/defaults.py; edit the module, then run "
+        "python -m venus_utils.core.defaults --write"
     )
     assert notebook_defaults(path) == stage_defaults(path.stem)
 
@@ -148,7 +148,7 @@ def test_the_parameters_cell_is_generated_from_the_defaults_module(path):
 def test_writing_the_cells_rewrites_only_a_stale_cell(tmp_path):
     import shutil
 
-    from venus_utils.defaults import parameters_cell, write_cells
+    from venus_utils.core.defaults import parameters_cell, write_cells
 
     for path in NOTEBOOKS:
         shutil.copy(path, tmp_path / path.name)
@@ -164,10 +164,10 @@ def test_writing_the_cells_rewrites_only_a_stale_cell(tmp_path):
 
 
 def test_the_stage_cli_reads_its_defaults_from_the_module_not_the_notebooks(monkeypatch):
-    """The CLIs learn their defaults from :mod:`venus_utils.defaults`: no notebook is opened."""
-    from venus_utils import profiles
-    from venus_utils.cli import stage_params
-    from venus_utils.paths import PARAMS_DIR, RL_STAGE
+    """The CLIs learn their defaults from :mod:`venus_utils.core.defaults`: no notebook is opened."""
+    from venus_utils.core import profiles
+    from venus_utils.core.paths import PARAMS_DIR, RL_STAGE
+    from venus_utils.run.cli import stage_params
 
     def no_notebook(*args, **kwargs):
         raise AssertionError("a notebook was read")

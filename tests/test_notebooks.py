@@ -11,9 +11,9 @@ import math
 
 import pytest
 
-from venus_utils.paths import PARAMS_DIR
-from venus_utils.pipeline import run_pipeline
-from venus_utils.profiles import discover_notebooks, load_profile
+from venus_utils.core.paths import PARAMS_DIR
+from venus_utils.core.profiles import discover_notebooks, load_profile
+from venus_utils.run.pipeline import run_pipeline
 
 pytestmark = pytest.mark.slow
 
@@ -59,7 +59,7 @@ def test_notebook_04_pairs_rl_with_the_control(smoke_run):
     out, _ = smoke_run
     rl = json.loads((out / "04_igpo_rl" / "summary.json").read_text())
     control = json.loads((out / "04_igpo_rl_control" / "summary.json").read_text())
-    from venus_utils.io import read_jsonl
+    from venus_utils.core.io import read_jsonl
 
     logged = sum(r.get("flops", 0.0) for r in read_jsonl(out / "04_igpo_rl" / "metrics.jsonl"))
     assert control["budget_flops"] == pytest.approx(logged) and logged > 0
@@ -102,7 +102,7 @@ def test_the_smoke_run_renders_as_a_book_with_every_figure(smoke_run, tmp_path):
     and the fake key that was in the environment nowhere."""
     import nbformat
 
-    from venus_utils.html_book import build_book
+    from venus_utils.run.html_book import build_book
 
     out, _ = smoke_run
     index = build_book(out, tmp_path / "book")
@@ -133,9 +133,9 @@ def test_an_edited_reward_cell_is_trained_never_silently_restored(smoke_run, tmp
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
-    from venus_utils.io import read_jsonl
-    from venus_utils.paths import NOTEBOOKS_DIR
-    from venus_utils.profiles import load_profile, notebook_defaults, notebook_params
+    from venus_utils.core.io import read_jsonl
+    from venus_utils.core.paths import NOTEBOOKS_DIR
+    from venus_utils.core.profiles import load_profile, notebook_defaults, notebook_params
 
     out, _ = smoke_run
     source = NOTEBOOKS_DIR / "04_igpo_rl.ipynb"

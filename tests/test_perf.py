@@ -1,8 +1,8 @@
-"""venus_utils.perf: what the benchmarks compare with, the machine's own peak."""
+"""venus_utils.core.perf: what the benchmarks compare with, the machine's own peak."""
 
 from __future__ import annotations
 
-from venus_utils.perf import MachinePeak
+from venus_utils.core.perf import MachinePeak
 
 
 def test_the_peak_is_bf16_only_where_bf16_is_native():

@@ -10,8 +10,8 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
-from venus_utils.pipeline import StageFailed, run_pipeline
-from venus_utils.profiles import ConfigError
+from venus_utils.core.profiles import ConfigError
+from venus_utils.run.pipeline import StageFailed, run_pipeline
 
 PARAMS = 'run_dir = "runs/x"\nstage_dir = None\nprofile = "x"\nseed = 0\nvalue = 1\n'
 
@@ -25,7 +25,7 @@ def make_nb(path, body, params=PARAMS):
 
 
 FINISH = (
-    "from venus_utils.stage import Stage\n"
+    "from venus_utils.core.stage import Stage\n"
     "stage = Stage.start(NAME, run_dir, stage_dir, profile)\n"
     "{extra}\n"
     "stage.finish(value=value, seed=seed)\n"
@@ -135,7 +135,7 @@ def test_bad_values_are_refused_before_any_kernel_starts(project, profile, messa
 
 
 def test_only_warns_about_later_stages_left_stale(project, capsys):
-    from venus_utils.pipeline import stale_stages
+    from venus_utils.run.pipeline import stale_stages
 
     tmp_path, nbs, params = project
     out = tmp_path / "runs"
@@ -147,7 +147,7 @@ def test_only_warns_about_later_stages_left_stale(project, capsys):
 
 
 def test_copies_of_stage_notebooks_are_not_stages(project):
-    from venus_utils.profiles import discover_notebooks
+    from venus_utils.core.profiles import discover_notebooks
 
     tmp_path, nbs, params = project
     for stray in ("00_first.nbconvert.ipynb", "00_first-Copy1.ipynb", ".01_second.ipynb"):
@@ -156,7 +156,7 @@ def test_copies_of_stage_notebooks_are_not_stages(project):
 
 
 def test_cli_exit_code_and_message(project, capsys):
-    from venus_utils.pipeline import main
+    from venus_utils.run.pipeline import main
 
     tmp_path, nbs, params = project
     params.write_text("01_second:\n  not_declared: 1\n")

@@ -13,7 +13,7 @@ import time
 import psutil
 import pytest
 
-from venus_utils.paths import REPO_ROOT
+from venus_utils.core.paths import REPO_ROOT
 
 
 def _group_members(groups: set[int]) -> list[int]:
@@ -31,7 +31,7 @@ def _group_members(groups: set[int]) -> list[int]:
 def test_a_signal_stops_every_process_of_the_run(tmp_path, signum, status):
     out = tmp_path / "run"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
-    cmd = [sys.executable, "-m", "venus_utils.pipeline", "--params", "params/smoke.yaml", "--out", str(out)]
+    cmd = [sys.executable, "-m", "venus_utils.run.pipeline", "--params", "params/smoke.yaml", "--out", str(out)]
     run = subprocess.Popen(
         [*cmd, "--only", "00,01"], cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )

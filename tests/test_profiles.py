@@ -1,6 +1,6 @@
 import pytest
 
-from venus_utils.profiles import ConfigError, load_profile, notebook_params
+from venus_utils.core.profiles import ConfigError, load_profile, notebook_params
 
 
 def write(tmp_path, text, name="p.yaml"):
@@ -87,9 +87,9 @@ def test_numbers_must_be_finite(tmp_path, raw):
 def test_a_run_records_each_value_and_where_it_came_from(tmp_path):
     """Issue 23: summary.json says, for every parameter, the value the stage used and its source: the profile's
     section or shared keys, the notebook's parameters cell, or this run (--set, by hand)."""
-    from venus_utils.paths import NOTEBOOKS_DIR, PARAMS_DIR, RL_STAGE
-    from venus_utils.profiles import NOTEBOOK_DEFAULT, THIS_RUN, notebook_defaults, settings_record
-    from venus_utils.stage import Stage
+    from venus_utils.core.paths import NOTEBOOKS_DIR, PARAMS_DIR, RL_STAGE
+    from venus_utils.core.profiles import NOTEBOOK_DEFAULT, THIS_RUN, notebook_defaults, settings_record
+    from venus_utils.core.stage import Stage
 
     defaults = notebook_defaults(NOTEBOOKS_DIR / f"{RL_STAGE}.ipynb")
     values = {**defaults, **notebook_params(load_profile(PARAMS_DIR / "smoke.yaml"), RL_STAGE, defaults)}

@@ -9,8 +9,8 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
-from venus_utils import paths
-from venus_utils.profiles import (
+from venus_utils.core import paths
+from venus_utils.core.profiles import (
     PIPELINE_ONLY,
     ConfigError,
     load_profile,
@@ -18,8 +18,8 @@ from venus_utils.profiles import (
     notebook_params,
     run_by_papermill,
 )
-from venus_utils.schemas import apply_profile
-from venus_utils.stage import Stage, resolve_run_dir
+from venus_utils.core.stage import Stage, resolve_run_dir
+from venus_utils.run.schemas import apply_profile
 
 NOTEBOOKS = {nb.stem: nb for nb in sorted(paths.NOTEBOOKS_DIR.glob("[0-9][0-9]_*.ipynb"))}
 
@@ -97,7 +97,7 @@ PARAMS_CELL = (
     'run_dir = "runs/interactive"\nstage_dir = None\nprofile = "interactive"\nseed = 0\nvalue = 1\n'
 )
 APPLY_CELL = (
-    "import json\nfrom venus_utils.schemas import apply_profile\n"
+    "import json\nfrom venus_utils.run.schemas import apply_profile\n"
     "apply_profile(globals(), '00_demo', params_dir={params_dir!r})\n"
     "print('RESULT', json.dumps({{'run_dir': run_dir, 'profile': profile, 'seed': seed, 'value': value}}))"
 )

@@ -1,4 +1,4 @@
-"""A profile states only what differs from the notebooks' defaults (venus_utils.defaults): a value that repeats a
+"""A profile states only what differs from the notebooks' defaults (venus_utils.core.defaults): a value that repeats a
 default says nothing a reader can use, and becomes wrong silently when the default changes. The seed is the one
 exception: a run names its seed."""
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from venus_utils.defaults import SHARED, stage_defaults
-from venus_utils.profiles import load_profile
+from venus_utils.core.defaults import SHARED, stage_defaults
+from venus_utils.core.profiles import load_profile
 
 PARAMS = sorted((Path(__file__).resolve().parents[1] / "params").glob("*.yaml"))
 STATED_ANYWAY = {"seed"}

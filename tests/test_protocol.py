@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from venus_utils import protocol as p
+from venus_utils.core import protocol as p
 
 
 def _examples(folder):

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from venus_utils.checkpoints import checkpoints, is_complete, resume_point
+from venus_utils.core.checkpoints import checkpoints, is_complete, resume_point
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -137,7 +137,7 @@ def test_a_checkpoint_records_its_files_and_a_changed_byte_is_found(micro_model_
 
 HOLD_STAGES = """
 import pathlib, sys, time
-from venus_utils.stage import Stage
+from venus_utils.core.stage import Stage
 run_dir, ready = sys.argv[1], pathlib.Path(sys.argv[2])
 for name in ("03_sft_unsloth", "04_igpo_rl"):
     Stage.start(name, run_dir)
@@ -157,10 +157,10 @@ def _wait_for(path: Path, proc: subprocess.Popen, seconds: float = 120) -> None:
 
 
 def test_a_second_run_of_a_stage_is_refused_and_a_killed_runs_lock_is_cleared(micro_model_dir, rows, tmp_path, capsys):
+    from venus_utils.core.stage import Stage
     from venus_utils.rl.config import IGPOConfig
     from venus_utils.rl.steps import resume
     from venus_utils.sft import train_sft
-    from venus_utils.stage import Stage
 
     run = tmp_path / "run"
     ready = tmp_path / "ready"
@@ -194,7 +194,7 @@ def test_a_second_run_of_a_stage_is_refused_and_a_killed_runs_lock_is_cleared(mi
 
 HOLDING_NB = (
     "import os, pathlib, time\n"
-    "from venus_utils.stage import Stage\n"
+    "from venus_utils.core.stage import Stage\n"
     "stage = Stage.start(NAME, run_dir, stage_dir, profile)\n"
     "hold = os.environ.get('VENUS_TEST_HOLD')\n"
     "if hold:\n"
@@ -207,7 +207,7 @@ HOLDING_NB = (
 
 PIPELINE = """
 import sys
-from venus_utils.pipeline import run_pipeline
+from venus_utils.run.pipeline import run_pipeline
 run_pipeline(sys.argv[1], sys.argv[2], only=sys.argv[3], notebooks_dir=sys.argv[4], progress=False)
 """
 
@@ -224,7 +224,7 @@ def _notebook(path: Path, name: str) -> None:
 
 
 def test_a_second_pipeline_on_a_run_folder_is_refused_at_once_and_deletes_nothing(tmp_path):
-    from venus_utils.pipeline import run_pipeline
+    from venus_utils.run.pipeline import run_pipeline
 
     nbs = tmp_path / "notebooks"
     nbs.mkdir()
@@ -300,7 +300,7 @@ def test_a_checkpoint_save_on_a_full_disk_says_so_and_keeps_the_previous_checkpo
 
 
 def test_the_atomic_writers_explain_a_full_disk_and_leave_the_previous_version(tmp_path, monkeypatch):
-    from venus_utils.io import atomic_dir, atomic_write
+    from venus_utils.core.io import atomic_dir, atomic_write
 
     model = tmp_path / "model"
     atomic_write(model / "weights.bin", b"x" * 5_000_000)
@@ -322,7 +322,7 @@ def test_the_atomic_writers_explain_a_full_disk_and_leave_the_previous_version(t
 
 
 def test_errors_that_are_not_a_full_disk_are_not_rewritten(tmp_path, monkeypatch):
-    from venus_utils.io import atomic_dir
+    from venus_utils.core.io import atomic_dir
 
     with pytest.raises(ValueError, match="^bad value$"):
         with atomic_dir(tmp_path / "a"):

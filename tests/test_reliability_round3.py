@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from venus_utils.io import WRITTEN_MARKER, FolderNotOurs, atomic_dir, check_replaceable
-from venus_utils.paths import REPO_ROOT
-from venus_utils.profiles import MAX_PROFILE_VALUES, ConfigError, load_profile
-from venus_utils.validation import QUOTE_CHARS, quote
+from venus_utils.core.io import WRITTEN_MARKER, FolderNotOurs, atomic_dir, check_replaceable
+from venus_utils.core.paths import REPO_ROOT
+from venus_utils.core.profiles import MAX_PROFILE_VALUES, ConfigError, load_profile
+from venus_utils.core.validation import QUOTE_CHARS, quote
 
 
 def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -164,7 +164,7 @@ def test_a_refused_value_is_quoted_by_a_short_prefix():
 def test_a_bad_long_value_in_a_profile_is_named_in_one_short_line(tmp_path):
     path = tmp_path / "p.yaml"
     path.write_text("profile: p\n02_turn_aware_resampling:\n  what_if_short: [" + ", ".join(['"a"'] * 5000) + "]\n")
-    r = cli("venus_utils.pipeline", "--params", str(path), "--check")
+    r = cli("venus_utils.run.pipeline", "--params", str(path), "--check")
     assert r.returncode == 1 and "what_if_short" in r.stderr and len(r.stderr) < 600, r.stderr[:600]
 
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from venus_utils.paths import PARAMS_DIR
-from venus_utils.profiles import ConfigError, load_profile
+from venus_utils.core.paths import PARAMS_DIR
+from venus_utils.core.profiles import ConfigError, load_profile
 
 CPU = PARAMS_DIR / "cpu.yaml"
 RAW = "__raw_yaml_value__"
@@ -84,7 +84,7 @@ BAD_VALUES = [
 
 @pytest.mark.parametrize("changes, section, key", BAD_VALUES, ids=[",".join(c) for c, _, _ in BAD_VALUES])
 def test_a_bad_value_anywhere_stops_the_pipeline_before_any_kernel(tmp_path, no_kernel, changes, section, key):
-    from venus_utils.pipeline import run_pipeline
+    from venus_utils.run.pipeline import run_pipeline
 
     bad = variant(tmp_path, changes)
     with pytest.raises(ConfigError) as info:
@@ -96,7 +96,7 @@ def test_a_bad_value_anywhere_stops_the_pipeline_before_any_kernel(tmp_path, no_
 
 def test_a_section_the_run_skips_is_checked_too(tmp_path, no_kernel):
     """``--only 00`` still refuses a bad value of notebook 05: the whole profile is checked."""
-    from venus_utils.pipeline import run_pipeline
+    from venus_utils.run.pipeline import run_pipeline
 
     bad = variant(tmp_path, {"05_evaluation.samples": "-2"})
     with pytest.raises(ConfigError, match=r"05_evaluation: 'samples' must be >= 1, got -2"):
@@ -105,7 +105,7 @@ def test_a_section_the_run_skips_is_checked_too(tmp_path, no_kernel):
 
 
 def test_messages_name_file_section_key_and_value(tmp_path, no_kernel):
-    from venus_utils.pipeline import run_pipeline
+    from venus_utils.run.pipeline import run_pipeline
 
     cases = {
         "04_igpo_rl.kl_coef": (".nan", "04_igpo_rl: 'kl_coef' must be a finite number, got nan"),
@@ -138,13 +138,13 @@ def test_a_bad_set_value_is_refused_by_the_stage_cli(tmp_path, capsys):
 
 @pytest.mark.parametrize("path", sorted(PARAMS_DIR.glob("*.yaml")), ids=lambda p: p.name)
 def test_shipped_profiles_pass_every_check(path):
-    from venus_utils.pipeline import main
+    from venus_utils.run.pipeline import main
 
     assert main(["--params", str(path), "--check"]) == 0
 
 
 def test_check_mode_reports_a_bad_profile_and_runs_nothing(tmp_path, no_kernel, capsys):
-    from venus_utils.pipeline import main
+    from venus_utils.run.pipeline import main
 
     bad = variant(tmp_path, {"04_igpo_rl.kl_coef": ".nan"})
     assert main(["--params", str(bad), "--check", "--out", str(tmp_path / "runs")]) == 1
@@ -155,8 +155,8 @@ def test_check_mode_reports_a_bad_profile_and_runs_nothing(tmp_path, no_kernel, 
 def test_every_notebook_parameter_has_a_check():
     """Each parameter of each notebook is checked by a config class the stage builds or by ``PARAMETERS``; a new
     parameter without a check fails here, not an hour into a run."""
-    from venus_utils.profiles import RESERVED, discover_notebooks, notebook_defaults
-    from venus_utils.schemas import checked_keys
+    from venus_utils.core.profiles import RESERVED, discover_notebooks, notebook_defaults
+    from venus_utils.run.schemas import checked_keys
 
     for nb in discover_notebooks():
         unchecked = sorted(set(notebook_defaults(nb)) - RESERVED - checked_keys(nb.stem))
@@ -204,7 +204,7 @@ def test_yaml_merge_keys_are_not_duplicates(tmp_path):
 
 
 def test_a_repeated_key_in_a_set_value_is_refused():
-    from venus_utils.cli import parse_sets
+    from venus_utils.run.cli import parse_sets
 
     with pytest.raises(ConfigError, match=r"--set 'world_knobs=\{a: 1, a: 2\}': key 'a' appears twice"):
         parse_sets(["world_knobs={a: 1, a: 2}"])
@@ -226,7 +226,7 @@ def utf16_profile(tmp_path):
 
 
 def test_pipeline_arguments_that_cannot_be_used_give_one_line(tmp_path, utf16_profile, no_kernel, capsys):
-    from venus_utils.pipeline import main
+    from venus_utils.run.pipeline import main
 
     a_file = tmp_path / "a_file"
     a_file.write_text("x")
@@ -241,11 +241,11 @@ def test_pipeline_arguments_that_cannot_be_used_give_one_line(tmp_path, utf16_pr
         assert main(argv) == 2, argv
         line = one_line(capsys.readouterr().err)
         assert line.endswith(expected), line
-        assert line.startswith("python -m venus_utils.pipeline: error: ")
+        assert line.startswith("python -m venus_utils.run.pipeline: error: ")
 
 
 def test_a_profile_that_is_not_valid_yaml_gives_one_line(tmp_path, capsys):
-    from venus_utils.pipeline import main
+    from venus_utils.run.pipeline import main
 
     path = tmp_path / "broken.yaml"
     path.write_text("seed: 0\n03_sft_unsloth:\n  max_steps: [1\n")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from venus_utils.stage import best_model, model_candidates, resolve_model
+from venus_utils.core.stage import best_model, model_candidates, resolve_model
 
 
 def test_models_of_a_run_folder(tmp_path):

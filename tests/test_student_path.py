@@ -22,8 +22,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from venus_utils.paths import REPO_ROOT
-from venus_utils.profiles import discover_notebooks
+from venus_utils.core.paths import REPO_ROOT
+from venus_utils.core.profiles import discover_notebooks
 
 NOTEBOOKS = discover_notebooks()
 INSTALL_MARK = 'find_spec("venus_utils")'
@@ -180,7 +180,7 @@ def test_notebook_alone_installs_the_package_from_the_repository_url(workspace, 
     nb = nbformat.read(REPO_ROOT / "notebooks" / "03_sft_unsloth.ipynb", as_version=4)
     i = install_cell(nb)
     check = nbformat.v4.new_code_cell(
-        "import json, venus_utils\nfrom venus_utils.stage import Stage\n"
+        "import json, venus_utils\nfrom venus_utils.core.stage import Stage\n"
         "stage = Stage.start('03_sft_unsloth', run_dir, stage_dir, profile)\n"
         "print('RESULT', json.dumps({'file': venus_utils.__file__, 'stage_dir': str(stage.dir), 'device': device,"
         " 'engine': engine, 'profile': profile}))"

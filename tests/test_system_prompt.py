@@ -1,6 +1,6 @@
 import json
 
-from venus_utils import protocol
+from venus_utils.core import protocol
 
 
 def test_system_prompt_is_byte_identical_to_dr_venus(dr_venus_dir):

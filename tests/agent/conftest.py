@@ -43,8 +43,8 @@ def tiny_tokenizer(world_dir):
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
-    from venus_utils import protocol
-    from venus_utils.io import read_jsonl
+    from venus_utils.core import protocol
+    from venus_utils.core.io import read_jsonl
 
     texts = [p["text"] for p in read_jsonl(world_dir / "pages.jsonl")] + [
         protocol.system_prompt(protocol.DEFAULT_DATE)

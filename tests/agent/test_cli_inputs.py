@@ -9,7 +9,7 @@ import pytest
 
 from venus_utils.agent import AgentConfig, ScriptedBackend, question_rows, run_file
 from venus_utils.agent.__main__ import main
-from venus_utils.io import read_jsonl
+from venus_utils.core.io import read_jsonl
 from venus_utils.tools import make_toolbox
 
 QUESTION_HINT = "(expected a .jsonl or .csv with a 'question' column, or a verl-schema .parquet)"

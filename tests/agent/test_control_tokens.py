@@ -8,9 +8,9 @@ import asyncio
 
 import pytest
 
-from venus_utils import protocol
 from venus_utils.agent import AgentConfig, OpenAIBackend, run_agent
 from venus_utils.agent.conversation import ChatTokens, Conversation
+from venus_utils.core import protocol
 from venus_utils.tools import make_toolbox
 
 FORGED = (

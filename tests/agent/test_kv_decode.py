@@ -11,9 +11,9 @@ import torch
 
 from venus_utils.agent import AgentConfig, TransformersBackend, run_many
 from venus_utils.agent.backends import Sampling
+from venus_utils.core.world_store import load_world_questions
 from venus_utils.modeling.kv_decode import KVDecoder, supports, warp_logits
 from venus_utils.tools import make_toolbox
-from venus_utils.world_store import load_world_questions
 
 from .conftest import random_qwen3
 
@@ -190,9 +190,9 @@ def test_models_it_cannot_run_exactly_use_generate(tiny_lm, tiny_tokenizer):
 
 
 def test_the_flop_counter_counts_every_forward_path_alike():
-    """Issue 40's compute match: :class:`venus_utils.perf.FlopCounter` counts transformers' forward, a training
+    """Issue 40's compute match: :class:`venus_utils.core.perf.FlopCounter` counts transformers' forward, a training
     forward (x3 for its backward) and the cached decoder's calls at the same FLOPs per token position."""
-    from venus_utils.perf import FlopCounter, flops_per_token
+    from venus_utils.core.perf import FlopCounter, flops_per_token
 
     lm = random_qwen3(300)
     per_token = flops_per_token(lm.config)  # no context: the counter leaves attention scores out

@@ -9,10 +9,10 @@ import json
 import pandas as pd
 import pytest
 
-from venus_utils import protocol
 from venus_utils.agent import AgentConfig, ScriptedBackend, TransformersBackend, run_agent, run_many
 from venus_utils.agent.backends import Generation, strip_think_prefix
-from venus_utils.io import read_jsonl
+from venus_utils.core import protocol
+from venus_utils.core.io import read_jsonl
 from venus_utils.tools import make_toolbox
 
 

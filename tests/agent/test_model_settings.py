@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from venus_utils import protocol
 from venus_utils.agent.__main__ import main
-from venus_utils.io import read_jsonl
+from venus_utils.core import protocol
+from venus_utils.core.io import read_jsonl
 
 
 @pytest.fixture()

@@ -11,7 +11,7 @@ import pytest
 
 from venus_utils.agent import AgentConfig, ScriptedBackend, question_rows, run_file
 from venus_utils.agent.backends import strip_think_prefix
-from venus_utils.io import read_jsonl
+from venus_utils.core.io import read_jsonl
 from venus_utils.tools import make_toolbox
 
 DR_VENUS_FIELDS = {
@@ -86,7 +86,7 @@ def test_run_file_on_world_parquet(world_dir, tmp_path):
         token_ids=False,
         progress=False,
     )
-    from venus_utils.protocol import split_aliases
+    from venus_utils.core.protocol import split_aliases
 
     for rec in read_jsonl(out):
         assert rec["prediction"] in split_aliases(rec["gt"])

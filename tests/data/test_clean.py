@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from venus_utils import protocol
+from venus_utils.core import protocol
 from venus_utils.data import clean as cleaner
 from venus_utils.data.clean import CleanConfig, diff_outputs, run_clean
 from venus_utils.data.sources import InputError
@@ -347,7 +347,7 @@ def test_shared_examples_strict(tmp_path, dr_venus_dir):
 
 
 def test_system_prompt_style_sets_the_bundled_prompt(tmp_path, raw_dir):
-    from venus_utils import protocol
+    from venus_utils.core import protocol
 
     _, table = run(tmp_path, raw_dir, name="compact", current_date="2026-03-01", system_prompt_style="compact")
     first = table.column("messages").to_pylist()[0][0]

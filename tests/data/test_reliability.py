@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from venus_utils import protocol
+from venus_utils.core import protocol
 from venus_utils.data import clean as cleaner
 from venus_utils.data import rules, sources
 from venus_utils.data.clean import CleanConfig, run_clean

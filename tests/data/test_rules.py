@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from venus_utils import protocol
+from venus_utils.core import protocol
 from venus_utils.data import rules
 from venus_utils.data.rules import RuleOptions, clean_row
 

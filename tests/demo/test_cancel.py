@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from venus_utils import protocol
+from venus_utils.core import protocol
 from venus_utils.demo.runs import DemoSettings, Run, RunSlots, agent_run_fn
 
 from .conftest import run_threads

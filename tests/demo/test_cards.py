@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from venus_utils import protocol
+from venus_utils.core import protocol
 from venus_utils.demo import cards
 from venus_utils.demo.display import LiveCards, show_trace
 

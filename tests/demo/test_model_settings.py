@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from venus_utils import protocol
+from venus_utils.core import protocol
 from venus_utils.demo.runs import DemoSettings, agent_run_fn, default_settings
 
 COMPACT = protocol.system_prompt(protocol.DEFAULT_DATE, style="compact")
@@ -141,8 +141,8 @@ def test_the_page_names_the_model_it_loaded_and_what_the_offline_agent_knows(rl_
     """Issue 23: the model choice read "tiny offline agent" for the run's RL model, and nothing told a visitor that the
     offline agent knows only its world (asked about Dune, it named a person of its world with confidence)."""
     pytest.importorskip("gradio")
+    from venus_utils.core.qa_files import load_questions
     from venus_utils.demo.app import DemoServer
-    from venus_utils.qa_files import load_questions
 
     monkeypatch.chdir(rl_run)
     server = DemoServer(defaults=default_settings(str(rl_run)))

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from venus_utils import protocol
+from venus_utils.core import protocol
 from venus_utils.demo.runs import (
     MAX_QUESTION_CHARS,
     DemoSettings,

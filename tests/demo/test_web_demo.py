@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from venus_utils import protocol
+from venus_utils.core import protocol
 
 gr = pytest.importorskip("gradio")
 sync_api = pytest.importorskip("playwright.sync_api")

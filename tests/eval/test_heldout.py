@@ -220,9 +220,9 @@ def test_compare_pairs_models_by_question_and_compare_to_takes_every_rl_model():
 
 
 def test_compare_runs_pairs_each_run_and_pools_the_seeds(tmp_path, capsys):
+    from venus_utils.core.io import read_json
     from venus_utils.eval import heldout as ho
     from venus_utils.eval.__main__ import main
-    from venus_utils.io import read_json
 
     runs = [tmp_path / "seed0", tmp_path / "seed1"]
     tables = [  # the same question ids in both runs: pooled, they stay two questions each
@@ -375,9 +375,9 @@ def test_the_evaluation_loop_is_built_the_one_way_with_its_settings():
 def test_kept_results_pool_like_the_run_folders_they_come_from(tmp_path, capsys):
     """Issue 21: a run folder does not outlive its machine, so ``keep`` copies a run's held-out results (without
     rollouts) into a folder to commit; ``compare`` on kept folders gives the run folders' numbers."""
+    from venus_utils.core.io import read_json, write_json
     from venus_utils.eval import heldout as ho
     from venus_utils.eval.__main__ import main
-    from venus_utils.io import read_json, write_json
 
     runs = [tmp_path / "runs" / "seed10", tmp_path / "runs" / "seed11"]
     kept = [tmp_path / "results" / "seed10", tmp_path / "results" / "seed11"]

@@ -190,7 +190,7 @@ def test_judge_function_for_metrics_and_rl(no_endpoint):
 
 
 def test_cleaner_uses_the_llm_judge(server, no_endpoint, monkeypatch, tmp_path):
-    from venus_utils import protocol
+    from venus_utils.core import protocol
     from venus_utils.data.clean import CleanConfig, run_clean
 
     rows = [
@@ -219,7 +219,7 @@ def test_cleaner_uses_the_llm_judge(server, no_endpoint, monkeypatch, tmp_path):
 
 
 def test_judge_url_credentials_are_redacted(tmp_path):
-    from venus_utils.env import redact
+    from venus_utils.core.env import redact
 
     judge = J.Judge(
         api_base="http://alice:pa55word@judge.lan:8000/v1?api-key=SECRETKEY&x=1", cache_path=tmp_path / "c"
@@ -332,7 +332,7 @@ def test_rl_refuses_to_train_on_unjudged_answers():
 
 
 def test_the_cleaner_stops_on_a_dead_judge(no_endpoint, monkeypatch, tmp_path):
-    from venus_utils import protocol
+    from venus_utils.core import protocol
     from venus_utils.data.clean import CleanConfig, run_clean
 
     rows = [

@@ -8,8 +8,8 @@ import json
 import pandas as pd
 import pytest
 
-from venus_utils import qa_files as loaders
-from venus_utils.protocol import ANSWER_SPLIT
+from venus_utils.core import qa_files as loaders
+from venus_utils.core.protocol import ANSWER_SPLIT
 
 CANARY = "BENCHMARK DATA SHOULD NEVER APPEAR AS PLAIN TEXT ONLINE. canary GUID test:0000"
 

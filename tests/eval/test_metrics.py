@@ -157,7 +157,7 @@ def test_score_uses_the_given_judge_and_answer_functions():
 
 
 def test_paper_comparison_keeps_the_paper_numbers_and_adds_the_run():
-    from venus_utils.paper import PAPER_RESULTS
+    from venus_utils.core.paper import PAPER_RESULTS
 
     table = metrics.paper_comparison("tiny (smoke)", {"world test": 0.25, "BrowseComp": 0.1})
     assert table.loc["DR-Venus-4B-RL", "BrowseComp"] == PAPER_RESULTS["DR-Venus-4B-RL"]["BrowseComp"]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from venus_utils import protocol
+from venus_utils.core import protocol
 from venus_utils.modeling import GENERATION_PROMPT, QWEN3_THINKING_TEMPLATE, QWEN3_THINKING_TRAINING_TEMPLATE
 
 
@@ -85,7 +85,7 @@ def test_tools_argument_appends_the_qwen_tools_block(tok):
 
 
 def test_shared_sft_examples_render_every_turn_with_its_reasoning(tok, dr_venus_dir):
-    from venus_utils.protocol import THINK_RE
+    from venus_utils.core.protocol import THINK_RE
 
     for path in sorted((dr_venus_dir / "sft_examples").glob("*.json"))[:4]:
         msgs = json.loads(path.read_text(encoding="utf-8"))["messages"]

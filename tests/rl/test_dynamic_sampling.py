@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from venus_utils.io import read_jsonl
+from venus_utils.core.io import read_jsonl
 from venus_utils.rl.config import IGPOConfig
 from venus_utils.rl.igpo_trainer import IGPOTrainer, grpo_args
 from venus_utils.rl.rollout import make_agent_rollout
@@ -143,7 +143,7 @@ def test_arms_of_a_run_folder_include_dynamic_sampling_and_plot_the_rolled_out_s
     matplotlib.use("Agg")
     import pandas as pd
 
-    from venus_utils.io import write_json, write_jsonl
+    from venus_utils.core.io import write_json, write_jsonl
     from venus_utils.rl import run_report
 
     scored = pd.DataFrame({"id": ["a", "b", "c"], "correct": [True, False, True], "turns": [3, 4, 3]})

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from venus_utils import protocol
-from venus_utils.protocol import turn_format_error, turn_format_errors
+from venus_utils.core import protocol
+from venus_utils.core.protocol import turn_format_error, turn_format_errors
 from venus_utils.rl.advantages import ZERO_REWARD
 from venus_utils.rl.config import IGPOConfig
 from venus_utils.rl.format_penalty import apply_format_penalties

@@ -14,9 +14,9 @@ import math
 import numpy as np
 import pytest
 
-from venus_utils import protocol as p
 from venus_utils.agent import ScriptedBackend, run_agent
-from venus_utils.paths import NOTEBOOKS_DIR
+from venus_utils.core import protocol as p
+from venus_utils.core.paths import NOTEBOOKS_DIR
 from venus_utils.rl import worked_example
 from venus_utils.rl.config import IGPOConfig
 from venus_utils.rl.rewards import reward_functions

@@ -152,7 +152,7 @@ def test_checkpoint_limit_and_reward_mode_in_the_resume_settings():
 def test_reward_functions_and_search_cost_define_the_run(tmp_path):
     """An edited reward cell (issue 21) or another search cost is another run: its checkpoints are never resumed
     nor restored as the finished model of the old rewards."""
-    from venus_utils.checkpoints import guard_resume
+    from venus_utils.core.checkpoints import guard_resume
     from venus_utils.rl.rewards import reward_fingerprint
     from venus_utils.rl.steps import resume_settings
 

@@ -6,11 +6,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from venus_utils.checkpoints import ResumePoint
-from venus_utils.profiles import ConfigError
+from venus_utils.core.checkpoints import ResumePoint
+from venus_utils.core.profiles import ConfigError
+from venus_utils.core.stage import Stage, StageMissing
 from venus_utils.rl.config import IGPOConfig
 from venus_utils.rl.steps import filter_questions, finish_limits, stage_inputs, summary_figures
-from venus_utils.stage import Stage, StageMissing
 
 
 def _finished(run_dir, name):

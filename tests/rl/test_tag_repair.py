@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
-from venus_utils import protocol as p
 from venus_utils.agent import AgentConfig, ScriptedBackend, run_agent
-from venus_utils.protocol import turn_format_error
+from venus_utils.core import protocol as p
+from venus_utils.core.protocol import turn_format_error
 from venus_utils.rl.config import IGPOConfig
 from venus_utils.rl.rewards import igpo_turn_reward
 from venus_utils.rl.rollout import episode_from_rollout, rl_agent_config

@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from venus_utils.io import read_jsonl
-from venus_utils.perf import flops_per_token
+from venus_utils.core.io import read_jsonl
+from venus_utils.core.perf import flops_per_token
 from venus_utils.rl.config import IGPOConfig
 from venus_utils.rl.igpo_trainer import IGPOTrainer, grpo_args
 from venus_utils.rl.rollout import episode_from_rollout, make_agent_rollout
@@ -76,7 +76,7 @@ def test_episode_from_agent_rollout(tiny_lm):
     import asyncio
 
     from venus_utils.agent import ScriptedBackend, run_agent
-    from venus_utils.protocol import answer_turn, tool_turn
+    from venus_utils.core.protocol import answer_turn, tool_turn
 
     _, tok = tiny_lm
     backend = ScriptedBackend(
@@ -132,7 +132,7 @@ def test_two_steps_checkpoint_and_resume(tiny_lm, tmp_path):
 
 def test_rerunning_a_finished_rl_run_trains_nothing(tiny_lm, tmp_path, capsys):
     """The Trainer alone would train a step past max_steps when resumed from the final checkpoint."""
-    from venus_utils.checkpoints import prepare_resume, train_to_end
+    from venus_utils.core.checkpoints import prepare_resume, train_to_end
 
     cfg, limits = small_cfg(), {"max_steps": 2}
     for _ in range(2):
@@ -155,7 +155,7 @@ def test_rollout_config_carries_the_system_prompt_style():
 
 
 def test_time_limit_stops_training_after_the_budget(tiny_lm, tmp_path):
-    from venus_utils.callbacks import time_limit
+    from venus_utils.core.callbacks import time_limit
 
     trainer = _trainer(tiny_lm, tmp_path, small_cfg(max_steps=4))
     trainer.add_callback(time_limit(1e-9))  # already spent: stops after the first step

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from venus_utils.io import read_jsonl
+from venus_utils.core.io import read_jsonl
 from venus_utils.rl.igpo_trainer import IGPOTrainer, grpo_args
 from venus_utils.rl.rollout import make_agent_rollout
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from venus_utils.io import write_json
-from venus_utils.paths import REPO_ROOT
+from venus_utils.core.io import write_json
+from venus_utils.core.paths import REPO_ROOT
 
 PYTHON = sys.executable
 ACCELERATE_CPU = REPO_ROOT / "params" / "accelerate" / "ddp_cpu_2proc.yaml"  # DDP over gloo on this machine

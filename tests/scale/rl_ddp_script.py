@@ -28,7 +28,7 @@ def exact_judge(questions, predictions, answers):
 
 def scripted_rollout(model, tokenizer, rows, cfg, llm=None):
     from venus_utils.agent import ScriptedBackend, run_agent
-    from venus_utils.protocol import answer_turn, tool_turn
+    from venus_utils.core.protocol import answer_turn, tool_turn
     from venus_utils.rl.rollout import episode_from_rollout, rl_agent_config
 
     copies, episodes = Counter(), []
@@ -49,7 +49,7 @@ def main(model_dir: str, out_dir: str, checkpoint: str | None = None) -> None:
     import torch
     from datasets import Dataset
 
-    from venus_utils.distributed import leave, world_size
+    from venus_utils.core.distributed import leave, world_size
     from venus_utils.rl import IGPOConfig
     from venus_utils.rl.igpo_trainer import IGPOTrainer, grpo_args
     from venus_utils.rl.policy import load_policy

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from venus_utils.paths import REPO_ROOT
+from venus_utils.core.paths import REPO_ROOT
 from venus_utils.sft.config import SFTConfig
 from venus_utils.sft.trainer import batch_split
 

@@ -159,7 +159,7 @@ def test_rl_two_processes_match_one_and_checkpoint_resumes_in_one(micro_run, tmp
 LAUNCHER = """
 import json, sys
 from transformers import AutoTokenizer
-from venus_utils.cli import stage_params
+from venus_utils.run.cli import stage_params
 from venus_utils.sft import SFTConfig, examples_from_parquet, launch_sft
 run, out = sys.argv[1], sys.argv[2]
 p, _ = stage_params("params/smoke.yaml", "03_sft_unsloth", dict(max_steps=4, global_batch_size=4, micro_batch_size=2,

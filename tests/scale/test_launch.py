@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from venus_utils.cli import parse_sets, stage_params
-from venus_utils.paths import REPO_ROOT
-from venus_utils.profiles import ConfigError
+from venus_utils.core.paths import REPO_ROOT
+from venus_utils.core.profiles import ConfigError
+from venus_utils.run.cli import parse_sets, stage_params
 
 
 def test_stage_params_are_the_notebooks_with_the_profile_and_the_overrides():

@@ -7,8 +7,8 @@ import shutil
 
 import pytest
 
-from venus_utils.paths import REPO_ROOT
-from venus_utils.profiles import ConfigError
+from venus_utils.core.paths import REPO_ROOT
+from venus_utils.core.profiles import ConfigError
 
 from .conftest import run_cli
 

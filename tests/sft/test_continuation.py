@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from venus_utils.io import write_json
+from venus_utils.core.io import write_json
 from venus_utils.sft.config import SFTConfig
 from venus_utils.sft.continuation import control_steps, lr_factor, step_flops, stopped_checkpoint
 

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from venus_utils import protocol
+from venus_utils.core import protocol
 from venus_utils.modeling import GENERATION_PROMPT, synthetic_conversations
 from venus_utils.sft.data import (
     IGNORE,

@@ -2,7 +2,7 @@
 
 import pytest
 
-from venus_utils import protocol
+from venus_utils.core import protocol
 from venus_utils.modeling import synthetic_conversations
 from venus_utils.sft.data import tokenize_conversation
 from venus_utils.sft.diagnostics import diagnose_rollouts, token_budget, training_budget
@@ -206,7 +206,7 @@ def test_checkpoint_curve_scores_evenly_spaced_checkpoints(micro_model_dir, tmp_
     for step in (10, 20, 30, 40, 50):
         shutil.copytree(micro_model_dir, tmp_path / f"checkpoint-{step}")
     (tmp_path / "checkpoint-60").mkdir()  # an adapter-only (LoRA) checkpoint: skipped
-    for step in (10, 20, 30, 40, 50, 60):  # what makes a checkpoint complete (venus_utils.checkpoints)
+    for step in (10, 20, 30, 40, 50, 60):  # what makes a checkpoint complete (venus_utils.core.checkpoints)
         (tmp_path / f"checkpoint-{step}" / "trainer_state.json").write_text(f'{{"global_step": {step}}}')
     tok = AutoTokenizer.from_pretrained(micro_model_dir)
     rows = [tokenize_conversation(c["messages"], tok) for c in synthetic_conversations(2, seed=5)]

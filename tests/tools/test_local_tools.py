@@ -9,11 +9,11 @@ import sys
 
 import pytest
 
-from venus_utils import protocol
+from venus_utils.core import protocol
+from venus_utils.core.world_store import load_pages
 from venus_utils.tools import LocalSearch, LocalVisit, SearchHit, Toolbox, make_snippet, make_toolbox, serper_raw_text
 from venus_utils.tools.search import model_search_text, raw_search_text
 from venus_utils.tools.visit import select_sentences
-from venus_utils.world_store import load_pages
 
 
 def test_bm25_finds_the_entity_page_first(world_dir):
@@ -151,7 +151,7 @@ def test_cli_prints_model_view_and_exits_0_on_tool_failure(world_dir, monkeypatc
 
 def test_a_tool_called_by_hand_works_where_an_event_loop_already_runs(world_dir):
     """Issue 23: ``call_sync`` used ``asyncio.run``, which fails inside Jupyter (its thread runs an event loop); it now
-    runs through the package's one coroutine runner (``venus_utils.aio``), as the agent and the demo do."""
+    runs through the package's one coroutine runner (``venus_utils.core.aio``), as the agent and the demo do."""
     box = make_toolbox("local", world_dir=world_dir)
     expected = box.call_sync("search", {"query": ["x"]})
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from venus_utils import protocol
+from venus_utils.core import protocol
 from venus_utils.tools import JinaVisit, SerperSearch, Toolbox
 
 
@@ -129,7 +129,7 @@ def test_toolbox_timeout_bounds_a_hanging_call(stub, keys):
 def test_missing_keys_are_reported(stub, monkeypatch):
     for k in ("SERPER_KEY_ID", "JINA_API_KEYS", "API_KEY"):
         monkeypatch.delenv(k, raising=False)
-    monkeypatch.setattr("venus_utils.env.load_dotenv_files", lambda *a: [])
+    monkeypatch.setattr("venus_utils.core.env.load_dotenv_files", lambda *a: [])
     out = json.loads(asyncio.run(_search(stub).search(["q"])))
     assert "SERPER_KEY_ID is not set" in out[0]["message"]
 
@@ -137,7 +137,7 @@ def test_missing_keys_are_reported(stub, monkeypatch):
 def test_keys_given_to_backends_are_used_and_hidden(stub, monkeypatch):
     for k in ("SERPER_KEY_ID", "JINA_API_KEYS", "API_KEY"):
         monkeypatch.delenv(k, raising=False)
-    monkeypatch.setattr("venus_utils.env.load_dotenv_files", lambda *a: [])
+    monkeypatch.setattr("venus_utils.core.env.load_dotenv_files", lambda *a: [])
     search = _search(stub, api_key="ui-serper-KEY-9")
     visit = _visit(stub, jina_key="ui-jina-KEY-8", extractor_key="ui-llm-KEY-7")
     assert "ui-serper-KEY-9" not in repr(search) and "ui-jina-KEY-8" not in repr(visit)
@@ -175,7 +175,7 @@ def _web_cli(stub, monkeypatch, capsys, *argv):
     monkeypatch.setenv("SERPER_API_URL", stub.url + "/search")
     monkeypatch.setenv("JINA_READER_URL", stub.url + "/reader")
     monkeypatch.delenv("API_BASE", raising=False)  # visit keeps the page's own sentences: a leaked key would show
-    monkeypatch.setattr("venus_utils.env.load_dotenv_files", lambda *a: [])
+    monkeypatch.setattr("venus_utils.core.env.load_dotenv_files", lambda *a: [])
     t0 = time.monotonic()
     assert main(list(argv)) == 0
     elapsed = time.monotonic() - t0

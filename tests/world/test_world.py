@@ -9,12 +9,12 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from venus_utils import protocol
-from venus_utils.io import read_json, read_jsonl
+from venus_utils.core import protocol
+from venus_utils.core.io import read_json, read_jsonl
+from venus_utils.core.world_store import load_pages
 from venus_utils.tools import LocalSearch, LocalVisit, serper_raw_text
 from venus_utils.world import build_world
 from venus_utils.world.graph import SIZES, NameMaker, build_graph
-from venus_utils.world_store import load_pages
 
 TINY = dict(size="tiny", progress=False, search_top_k=3, snippet_chars=60, visit_max_sentences=1)
 
@@ -268,7 +268,7 @@ def test_visit_policy_needed_skips_visits_when_the_snippet_has_the_fact(tmp_path
 
 
 def test_load_world_questions_marks_the_held_out_sub_world(world_dir):
-    from venus_utils.world_store import load_world_questions
+    from venus_utils.core.world_store import load_world_questions
 
     test = load_world_questions(world_dir, "test")
     assert {"template", "hops", "world", "subworld"} <= set(test.columns)
@@ -301,7 +301,7 @@ def test_the_hard_tier_has_longer_chains_page_only_facts_and_its_own_sub_world_g
     no SFT trajectory; the tier and group of every question are known to the evaluation."""
     import re
 
-    from venus_utils.world_store import load_world_questions
+    from venus_utils.core.world_store import load_world_questions
 
     knobs = dict(
         size="tiny",

@@ -24,10 +24,10 @@ import json
 import sys
 from pathlib import Path
 
-from ..env import redact
-from ..io import dumps_json
+from ..core.env import redact
+from ..core.io import dumps_json
+from ..core.validation import AT_LEAST_1, NON_NEGATIVE, POSITIVE, number_argument
 from ..tools import make_toolbox
-from ..validation import AT_LEAST_1, NON_NEGATIVE, POSITIVE, number_argument
 from . import backends
 from .file_runs import question_rows, run_file
 from .loop import run_agent

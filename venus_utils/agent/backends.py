@@ -26,8 +26,8 @@ from typing import Any
 
 import httpx
 
-from ..env import redact, secret
-from ..protocol import safe_messages
+from ..core.env import redact, secret
+from ..core.protocol import safe_messages
 from .conversation import ChatTokens, Conversation
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..protocol import render_chat
+from ..core.protocol import render_chat
 
 _PROBE = "VENUSPROBE"
 

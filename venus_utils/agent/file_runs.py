@@ -17,8 +17,8 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from ..aio import run_coroutine
-from ..io import atomic_write, dumps_json
+from ..core.aio import run_coroutine
+from ..core.io import atomic_write, dumps_json
 from .loop import AgentConfig, run_agent
 
 QUESTION_FILE = "a .jsonl or .csv with a 'question' column, or a verl-schema .parquet"
@@ -31,11 +31,11 @@ def _blank(path: Path) -> bool:
 
 def question_rows(path: str | Path) -> list[dict]:
     """``[{index, question, gt, data_source}]`` from a verl-schema parquet, JSONL or CSV question file
-    (read by :func:`venus_utils.qa_files.load_questions`; answers are optional here).
+    (read by :func:`venus_utils.core.qa_files.load_questions`; answers are optional here).
 
     A missing file, a folder, an empty file or one without a single question raises (FileNotFoundError,
     IsADirectoryError, ValueError) with a message that names the path and what it should be."""
-    from ..qa_files import load_questions as load_question_table
+    from ..core.qa_files import load_questions as load_question_table
 
     path = Path(path)
     if not path.exists():

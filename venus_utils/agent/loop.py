@@ -26,8 +26,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .. import protocol
-from ..protocol import (
+from ..core import protocol
+from ..core.protocol import (
     THINK_RE,
     turn_format_error,  # DR-Venus's turn format check, recorded per turn
 )

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import protocol
-from ..io import read_json, write_json
+from ..core import protocol
+from ..core.io import read_json, write_json
 from .loop import AgentConfig
 
 SETTINGS_FILE = "venus_agent.json"

@@ -43,9 +43,9 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from .. import protocol
+from ..core import protocol
+from ..core.validation import AT_LEAST_1, NON_NEGATIVE, PROPER_FRACTION, SEED, number_argument, parse_shard
 from ..eval.judge import Judge
-from ..validation import AT_LEAST_1, NON_NEGATIVE, PROPER_FRACTION, SEED, number_argument, parse_shard
 from . import rules, sources
 from .clean_core import (
     ARTIFACTS,

@@ -24,10 +24,10 @@ from typing import Any, NamedTuple
 import pyarrow as pa
 from tqdm.auto import tqdm
 
-from .. import protocol
+from ..core import protocol
+from ..core.locks import release, take
+from ..core.perf import process_pool
 from ..eval.judge import KINDS
-from ..locks import release, take
-from ..perf import process_pool
 from . import rules, sources
 from .resample import ResamplePolicy
 from .tokens import counter_for
@@ -425,9 +425,9 @@ def remove_leftovers(output_dir: Path) -> list[str]:
 
 @contextlib.contextmanager
 def hold_output(output_dir: Path, progress: bool = False) -> Iterator[None]:
-    """Hold ``output_dir`` for one run: an exclusive lock on ``OUT/.clean.lock`` (:mod:`venus_utils.locks`: a
+    """Hold ``output_dir`` for one run: an exclusive lock on ``OUT/.clean.lock`` (:mod:`venus_utils.core.locks`: a
     ``flock``, released by the kernel when the process ends, killed or not), then :func:`remove_leftovers`.  Another
-    live run holding it: :class:`~venus_utils.locks.FolderInUse` (a ValueError) naming its pid.
+    live run holding it: :class:`~venus_utils.core.locks.FolderInUse` (a ValueError) naming its pid.
 
     Where ``flock`` is not available (Windows, some network file systems) the run goes on unlocked and removes
     nothing: it cannot tell a live run's files from a dead one's.

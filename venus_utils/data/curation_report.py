@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 import pyarrow.parquet as pq
 
-from .. import protocol
+from ..core import protocol
 from . import rules
 from .resample import ResamplePolicy
 from .search_text import parse_search_reference, parse_search_strict

@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..io import atomic_path
+from ..core.io import atomic_path
 
 
 @dataclass

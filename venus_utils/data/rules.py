@@ -13,7 +13,7 @@ extraction and system prompt (``normalize_row``) -> normalisation of a raw row (
 tool-call removal (``remove_duplicate_tool_calls``) -> structure validation (``validate_messages``).
 Nothing here raises on bad row content: every problem becomes a drop reason; a row nested too deep
 (:data:`~.sources.MAX_DEPTH`) is dropped as ``too_deep`` before the rules.
-Tags are matched with :class:`venus_utils.protocol.TagPattern`, in time linear in the text even when closing tags
+Tags are matched with :class:`venus_utils.core.protocol.TagPattern`, in time linear in the text even when closing tags
 are missing.
 """
 
@@ -28,7 +28,7 @@ from typing import Any
 import json5
 import orjson
 
-from .. import protocol
+from ..core import protocol
 from .search_text import parse_search_reference, parse_search_strict
 from .sources import TOO_DEEP, text_too_deep, too_deep
 

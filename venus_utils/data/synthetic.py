@@ -23,7 +23,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..io import atomic_path
+from ..core.io import atomic_path
 
 WORDS = (
     "archive record county river council founded museum station railway parish census report regional "

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..protocol import render_chat, safe_messages
+from ..core.protocol import render_chat, safe_messages
 
 
 def render_chatml(messages: list[dict]) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..validation import Range, number_argument
+from ..core.validation import Range, number_argument
 from .runs import (
     DEMO_FALLBACK,
     MAX_NEW_TOKENS_RANGE,

@@ -24,8 +24,8 @@ from typing import Any
 import gradio as gr
 import httpx
 
-from ..qa_files import load_questions
-from ..stage import best_model
+from ..core.qa_files import load_questions
+from ..core.stage import best_model
 from .cards import render_html, steps_from_messages
 from .runs import (
     DEMO_FALLBACK,
@@ -49,7 +49,11 @@ from .runs import (
 )
 
 POLL_S = 0.5  # how often the feed refreshes while a run is going
-MODEL_NAMES = {"rl": "RL model", "sft": "SFT model", "base": "untrained base model"}  # venus_utils.stage.MODEL_STAGES
+MODEL_NAMES = {
+    "rl": "RL model",
+    "sft": "SFT model",
+    "base": "untrained base model",
+}  # venus_utils.core.stage.MODEL_STAGES
 TERMINAL = ("Completed", "Stopped", "Error")
 
 
@@ -181,8 +185,10 @@ class DemoServer:
         status) until it ends.  A client that cancels or goes away closes the generator: that stops the run.
         ``system_prompt_style``: auto (the chosen model's own), dr-venus or compact."""
         try:
-            form = {name: value for name, value in locals().items() if name in FORM_FIELDS}
             question = check_question(question)
+            values = (model, checkpoint, endpoint, endpoint_model, endpoint_key, tools, world_dir, serper_key)
+            values += (jina_key, summary_base, summary_key, summary_model, max_steps, system_prompt_style)
+            form = dict(zip(FORM_FIELDS, values))  # the arguments, in FORM_FIELDS' order (a test checks it)
             settings = replace(self.defaults, **form, extra=dict(self.defaults.extra)).validated()
             self.check_folders(settings)
             if settings.model == "endpoint":

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from .. import protocol
+from ..core import protocol
 
 VISIT_HEAD_RE = re.compile(
     r"The useful information in (?P<url>.+?) for user goal (?P<goal>.*?) as follows:", re.DOTALL
@@ -61,7 +61,8 @@ def _as_list(value: Any) -> list[str]:
 
 
 def parse_search_result(body: str) -> tuple[list[dict], str]:
-    """The search tool's JSON (see :func:`venus_utils.protocol.search_results_json`) -> blocks, or ``([], text)``."""
+    """The search tool's JSON (see :func:`venus_utils.core.protocol.search_results_json`) -> blocks, or ``([],
+    text)``."""
     try:
         data = json.loads(body)
     except (json.JSONDecodeError, ValueError):

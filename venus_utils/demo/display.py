@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..paths import WORLD_DIR, dr_venus_dir
+from ..core.paths import WORLD_DIR, dr_venus_dir
 from .cards import Step, load_trace, render_html, render_text, step_text, steps_from_messages
 
 
@@ -79,7 +79,7 @@ def pick_question(run_dir, question: str | None = None) -> tuple[str, str | None
     if question:
         return question, None
 
-    from ..qa_files import load_questions
+    from ..core.qa_files import load_questions
 
     path = Path(run_dir) / WORLD_DIR / "qa" / "test.parquet"
     if not path.exists():

@@ -24,10 +24,10 @@ from urllib.parse import urlsplit, urlunsplit
 from ..agent.backends import OpenAIBackend, TransformersBackend, model_folder_path
 from ..agent.loop import run_agent
 from ..agent.settings import resolve_agent_settings
-from ..aio import run_coroutine
-from ..env import redact, redact_url
-from ..paths import WORLD_DIR
-from ..stage import best_model, model_candidates, resolve_run_dir
+from ..core.aio import run_coroutine
+from ..core.env import redact, redact_url
+from ..core.paths import WORLD_DIR
+from ..core.stage import best_model, model_candidates, resolve_run_dir
 from ..tools import make_toolbox
 
 MAX_QUESTION_CHARS = 4000  # a research question, not a document

@@ -33,8 +33,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..io import write_json
-from ..validation import AT_LEAST_1, SEED, number_argument
+from ..core.io import write_json
+from ..core.validation import AT_LEAST_1, SEED, number_argument
 from .heldout import (
     SCORED,
     SEEDS_ROW,

@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from ..protocol import split_aliases
+from ..core.protocol import split_aliases
 
 ARTICLES = frozenset({"a", "an", "the"})
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"

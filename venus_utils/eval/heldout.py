@@ -26,17 +26,17 @@ from typing import Any
 
 import pandas as pd
 
-from .. import qa_files as loaders
 from ..agent import AgentConfig, load_backend
 from ..agent.file_runs import run_file_async
 from ..agent.settings import AgentSettings, model_agent_settings
-from ..aio import run_coroutine
-from ..io import atomic_dir, atomic_path, check_replaceable, read_json, write_json
-from ..paths import CONTROL_DIR, RL_STAGE, SFT_STAGE
-from ..qa_files import load_questions, made_with, stratified_sample
-from ..stage import RUN_PROFILE, SUMMARY
+from ..core import qa_files as loaders
+from ..core.aio import run_coroutine
+from ..core.io import atomic_dir, atomic_path, check_replaceable, read_json, write_json
+from ..core.paths import CONTROL_DIR, RL_STAGE, SFT_STAGE
+from ..core.qa_files import load_questions, made_with, stratified_sample
+from ..core.stage import RUN_PROFILE, SUMMARY
+from ..core.world_store import load_world_questions
 from ..tools import make_toolbox
-from ..world_store import load_world_questions
 from . import metrics
 from .judge import Judge
 from .stats import accuracy_ci, accuracy_table, comparison_table, paired_comparison, seed_level

@@ -24,7 +24,7 @@ error, so the stage stops instead of reporting accuracies of unjudged answers; w
 the failed answers are judged offline instead (method ``offline-fallback``) and :meth:`Judge.describe` says how
 many.  A dead endpoint is given up on after its first few failures (no success yet), not after every item's retries.
 
-The endpoint comes from the environment or ``.env`` (:func:`venus_utils.env.secret`): ``JUDGE_API_BASE``,
+The endpoint comes from the environment or ``.env`` (:func:`venus_utils.core.env.secret`): ``JUDGE_API_BASE``,
 ``JUDGE_API_KEY`` and ``JUDGE_MODEL`` (or DR-Venus's ``JUDGE_MODEL_NAME``), falling back to ``API_BASE`` /
 ``API_KEY``; ``JUDGE_FALLBACK`` (``stop`` or ``offline``) and ``JUDGE_MAX_ERROR_SHARE`` as above.
 :meth:`Judge.describe` says which judge ran; keep it next to any number it produced.
@@ -51,8 +51,8 @@ from typing import Any
 import httpx
 from tqdm.auto import tqdm
 
-from ..env import redact, redact_url, secret
-from ..paths import RUNS_DIR
+from ..core.env import redact, redact_url, secret
+from ..core.paths import RUNS_DIR
 from . import answers
 
 # From openai/simple-evals browsecomp_eval.py (itself from HLE's run_judge_results.py), verbatim.
@@ -250,7 +250,7 @@ class Judge:
 
     @property
     def endpoint(self) -> str | None:
-        """The endpoint's URL as it may be shown: credentials masked (:func:`venus_utils.env.redact_url`)."""
+        """The endpoint's URL as it may be shown: credentials masked (:func:`venus_utils.core.env.redact_url`)."""
         return redact(redact_url(self.api_base)) if self.api_base else None
 
     def describe(self) -> str:

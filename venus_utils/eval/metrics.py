@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..paper import results_table
-from ..validation import parse_shard
+from ..core.paper import results_table
+from ..core.validation import parse_shard
 from . import answers
 from .judge import Judge, judged_score
 
@@ -279,7 +279,7 @@ def canonical_order(table: pd.DataFrame, key: str = "id") -> pd.DataFrame:
 
 
 def paper_comparison(run_label: str, accuracy: dict[str, float]) -> pd.DataFrame:
-    """The paper's benchmark table (accuracy %, :func:`venus_utils.paper.results_table`) with this run beside it.
+    """The paper's benchmark table (accuracy %, :func:`venus_utils.core.paper.results_table`) with this run beside it.
 
     ``accuracy`` maps a benchmark or QA-set name to a fraction in [0, 1].  Names that are paper benchmarks
     fill the paper's columns; other sets (e.g. the offline world's test split) get their own columns, empty

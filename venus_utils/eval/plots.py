@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..io import atomic_path
+from ..core.io import atomic_path
 from .metrics import verdicts
 
 

@@ -6,8 +6,8 @@ import argparse
 import json
 import sys
 
-from ..io import FolderNotOurs
-from ..validation import SEED, Range, number_argument
+from ..core.io import FolderNotOurs
+from ..core.validation import SEED, Range, number_argument
 from .model import SIZES, build_tiny_model, load_metadata
 
 

@@ -19,7 +19,7 @@ What the template does that matters for agent training (all kept byte for byte):
   DR-Venus trajectory the last query is the question and every turn keeps its reasoning;
 - a ``tool`` role message renders exactly like a user message wrapped in ``<tool_response>\\n...\\n</tool_response>``;
 - with ``tools=[...]`` the ``# Tools`` block is appended to the system prompt.  DR-Venus renders with
-  ``tools=None`` because its system prompt already contains that block (``venus_utils.protocol.system_prompt``).
+  ``tools=None`` because its system prompt already contains that block (``venus_utils.core.protocol.system_prompt``).
 
 ``QWEN3_THINKING_TRAINING_TEMPLATE`` adds ``{% generation %}`` markers for TRL's ``assistant_only_loss`` (and
 ``return_assistant_tokens_mask``).  The marked span is everything after ``<|im_start|>assistant\\n<think>\\n``

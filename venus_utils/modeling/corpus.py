@@ -1,7 +1,7 @@
 """Text to train the tiny tokenizer on: a research world, given texts, or a built-in protocol corpus.
 
 The built-in corpus (used before a world exists, and by the tests) is DR-Venus-format conversations about random
-syllable-named entities, built with ``venus_utils.protocol``, plus the shared DR-Venus examples when present.
+syllable-named entities, built with ``venus_utils.core.protocol``, plus the shared DR-Venus examples when present.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from .. import protocol
-from ..paths import dr_venus_dir
+from ..core import protocol
+from ..core.paths import dr_venus_dir
 
 _SYLLABLES = [
     "ka",

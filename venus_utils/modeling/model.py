@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..io import atomic_dir, check_replaceable, write_json
+from ..core.io import atomic_dir, check_replaceable, write_json
 from .corpus import corpus_texts
 from .tokenizer import EOS_TOKEN, PAD_TOKEN, train_tokenizer
 
@@ -86,7 +86,8 @@ def build_tiny_model(
     iterable of texts, or None for the built-in corpus (DR-Venus protocol conversations + the shared examples
     when present).  Returns ``out_dir``.  The folder is written to a temporary sibling and renamed, so a killed
     build never leaves a half-written model; an existing ``out_dir`` is replaced only while it holds nothing but a
-    model this function wrote (:func:`venus_utils.io.check_replaceable`: else :class:`~venus_utils.io.FolderNotOurs`).
+    model this function wrote (:func:`venus_utils.core.io.check_replaceable`: else
+    :class:`~venus_utils.core.io.FolderNotOurs`).
     """
     out_dir = Path(out_dir)
     check_replaceable(out_dir, TOOL)  # before the tokenizer is trained

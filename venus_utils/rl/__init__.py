@@ -18,7 +18,7 @@ Torch / TRL are imported by the submodules that need them, not here (``IGPOTrain
 :mod:`venus_utils.rl.igpo_trainer`).  The judge the trainer takes: :func:`venus_utils.eval.judge.judge_function`.
 """
 
-from ..protocol import turn_format_error, turn_format_errors
+from ..core.protocol import turn_format_error, turn_format_errors
 from .advantages import compute_turn_advantages
 from .config import IGPOConfig
 from .format_penalty import apply_format_penalties

@@ -9,7 +9,7 @@
     python -m venus_utils.rl arms --params params/cpu.yaml --parallel           # both at once, one process each
     python -m venus_utils.rl arms --params params/cpu.yaml --arms igpo,grpo,control  # and more SFT for IGPO's FLOPs
 
-It reads the ``04_igpo_rl`` parameters (the lesson's values of :mod:`venus_utils.defaults`, as in the notebook <
+It reads the ``04_igpo_rl`` parameters (the lesson's values of :mod:`venus_utils.core.defaults`, as in the notebook <
 profile < ``--set``), starts from ``03_sft_unsloth/model``, rolls out with the offline world's tools
 (``00_setup/world``) or the web tools, and trains with :class:`venus_utils.rl.igpo_trainer.IGPOTrainer` and DR-Venus's
 default turn / outcome rewards (plus the notebook's optional ``search_cost``), or with ``--set reward_mode=grpo`` the
@@ -34,14 +34,14 @@ import sys
 import time
 from pathlib import Path
 
-from ..cli import parse_sets, run_cli, stage_params
-from ..distributed import is_main_process, world_size
+from ..core.distributed import is_main_process, world_size
+from ..core.io import read_json, read_jsonl, write_json
+from ..core.paths import CONTROL_DIR, SFT_STAGE
+from ..core.stage import SUMMARY, Stage, resolve_run_dir
 from ..eval import heldout as ho
 from ..eval.judge import Judge, judge_function
-from ..io import read_json, read_jsonl, write_json
-from ..paths import CONTROL_DIR, SFT_STAGE
+from ..run.cli import parse_sets, run_cli, stage_params
 from ..sft.diagnostics import convergence_note
-from ..stage import SUMMARY, Stage, resolve_run_dir
 from ..tools import make_toolbox
 from .config import IGPOConfig
 from .control import train_control_arm, train_flops

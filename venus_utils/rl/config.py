@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from ..perf import PRECISIONS, uses_bf16
-from ..protocol import check_system_prompt_style
-from ..validation import (
+from ..core.perf import PRECISIONS, uses_bf16
+from ..core.protocol import check_system_prompt_style
+from ..core.validation import (
     AT_LEAST_1,
     FRACTION,
     NON_NEGATIVE,

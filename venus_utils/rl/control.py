@@ -13,12 +13,12 @@ import math
 from pathlib import Path
 from typing import Any
 
+from ..core.io import read_json
+from ..core.paths import CONTROL_DIR, SFT_STAGE
+from ..core.stage import SUMMARY, Stage
 from ..eval import heldout as ho
 from ..eval.judge import Judge
-from ..io import read_json
-from ..paths import CONTROL_DIR, SFT_STAGE
 from ..sft.continuation import train_control
-from ..stage import SUMMARY, Stage
 from ..tools import make_toolbox
 from .steps import heldout_eval, heldout_scores, stage_inputs
 

@@ -35,12 +35,12 @@ from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 from trl.trainer.utils import pad
 
-from ..checkpoints import AtomicCheckpoints
-from ..env import available
+from ..core.checkpoints import AtomicCheckpoints
+from ..core.env import available
+from ..core.io import read_jsonl, write_jsonl
+from ..core.perf import FlopCounter, PhaseTimer
+from ..core.protocol import extract_answer
 from ..eval.judge import JudgeFn
-from ..io import read_jsonl, write_jsonl
-from ..perf import FlopCounter, PhaseTimer
-from ..protocol import extract_answer
 from .config import IGPOConfig
 from .loss import policy_loss, token_logprobs
 from .rewards import Episode, call_reward_cell, episode_rewards, reward_functions
@@ -140,7 +140,7 @@ class MetricsFile(TrainerCallback):
 class IGPOTrainer(AtomicCheckpoints, GRPOTrainer):
     """TRL's ``GRPOTrainer`` with the agent-loop rollout, IGPO's rewards and advantages and
     :func:`~.loss.policy_loss` (see the module docstring); a ``checkpoint-N`` folder appears only when complete
-    (:class:`~venus_utils.checkpoints.AtomicCheckpoints`).
+    (:class:`~venus_utils.core.checkpoints.AtomicCheckpoints`).
 
     ``judge`` scores the final answers (:func:`venus_utils.eval.judge.judge_function`); ``turn_reward`` /
     ``outcome_reward`` replace DR-Venus's rewards and ``turn_advantages`` (a rule over the step's whole batch,
@@ -411,7 +411,7 @@ class IGPOTrainer(AtomicCheckpoints, GRPOTrainer):
     def log(self, logs: dict, *args, **kwargs):
         """Each logged step also records its seconds per phase (``time_generation_s``, ``time_rollout_s`` (tools and
         the agent loop), ``time_judge_s``, ``time_info_gain_s``, ``time_advantages_s``, ``time_update_s``) and the
-        model FLOPs it spent (``flops``: :class:`venus_utils.perf.FlopCounter`, every process)."""
+        model FLOPs it spent (``flops``: :class:`venus_utils.core.perf.FlopCounter`, every process)."""
         if "loss" in logs and self.phases.seconds:
             logs = {**logs, **{f"time_{k}_s": round(v, 3) for k, v in self.phases.seconds.items()}}
             self.phases = PhaseTimer()

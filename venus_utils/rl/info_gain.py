@@ -26,7 +26,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..protocol import split_aliases
+from ..core.protocol import split_aliases
 from .config import PSEUDO_ANSWER
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from ..agent.settings import write_model_agent_settings
-from ..io import atomic_dir
-from ..paths import RL_STAGE
+from ..core.io import atomic_dir
+from ..core.paths import RL_STAGE
 from .config import IGPOConfig
 
 

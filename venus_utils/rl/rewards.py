@@ -36,8 +36,8 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..protocol import extract_answer, parse_tool_call, render_chat
-from ..validation import described, quote
+from ..core.protocol import extract_answer, parse_tool_call, render_chat
+from ..core.validation import described, quote
 from .advantages import ZERO_REWARD
 from .format_penalty import apply_format_penalties
 

@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 
 from ..agent import AgentConfig, OpenAIBackend, TransformersBackend, run_many
-from ..aio import run_coroutine
+from ..core.aio import run_coroutine
 from ..eval.judge import judged_score
 from .config import IGPOConfig
 from .rewards import Episode

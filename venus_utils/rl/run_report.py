@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..core.io import read_jsonl
 from ..eval.heldout import RL_ARMS, per_question
 from ..eval.stats import accuracy_ci
-from ..io import read_jsonl
 
 #: the per-step columns notebook 04 shows; groups_with_signal / groups_with_any_signal: shares of the step's trained
 #: groups whose outcomes differ / with any non-zero advantage (IG and penalties too), i.e. that can move the policy;

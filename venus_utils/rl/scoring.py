@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from ..core.protocol import turn_format_errors
 from ..eval.judge import JudgeFn, JudgeUnavailable
-from ..protocol import turn_format_errors
 from .config import IGPOConfig
 from .info_gain import compute_info_gains
 from .rewards import Episode

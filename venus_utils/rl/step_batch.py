@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Sequence
 
-from ..validation import described, quote
+from ..core.validation import described, quote
 from .advantages import compute_turn_advantages
 from .config import IGPOConfig
 from .rewards import RewardCellError, function_name, number_problem

@@ -25,12 +25,12 @@ from typing import Any, NamedTuple
 
 import pandas as pd
 
-from ..callbacks import time_limit
-from ..checkpoints import ResumePoint, prepare_resume, train_to_end
-from ..distributed import is_main_process, world_size
+from ..core.callbacks import time_limit
+from ..core.checkpoints import ResumePoint, prepare_resume, train_to_end
+from ..core.distributed import is_main_process, world_size
+from ..core.paths import RL_STAGE, SETUP_STAGE, SFT_STAGE
+from ..core.stage import Stage
 from ..eval import heldout as ho
-from ..paths import RL_STAGE, SETUP_STAGE, SFT_STAGE
-from ..stage import Stage
 from . import run_report
 from .config import IGPOConfig
 from .policy import save_policy
@@ -79,7 +79,7 @@ def resume_settings(
     filter_samples: int = 0,
     rewards: dict[str, Callable] | None = None,
 ) -> dict[str, Any]:
-    """What defines an RL run, for :func:`venus_utils.checkpoints.guard_resume`: the IGPO config without
+    """What defines an RL run, for :func:`venus_utils.core.checkpoints.guard_resume`: the IGPO config without
     :data:`RESUMABLE_FIELDS` (``search_cost`` included), the SFT model, the question pool (before any filter: the
     filter samples), the filter setting and the fingerprints (:func:`~.rewards.reward_fingerprint`) of
     ``turn_reward`` / ``outcome_reward`` / ``turn_advantages`` (notebook 04's cells), so an edited cell is never
@@ -114,7 +114,8 @@ def resume(
 ) -> ResumePoint:
     """Where training starts in the stage folder: checkpoints of an earlier run with other :func:`resume_settings`
     are refused, not silently continued; a half-written one is skipped, a damaged one set aside
-    (:func:`venus_utils.checkpoints.prepare_resume`).  The stage folder is held first (:meth:`Stage.hold`): a second
+    (:func:`venus_utils.core.checkpoints.prepare_resume`).  The stage folder is held first (:meth:`Stage.hold`): a
+    second
     run of the stage is refused before anything in it is deleted."""
     stage.hold()
     return prepare_resume(
@@ -167,7 +168,8 @@ def train_policy(
     turn_advantages: TurnAdvantages | None = None,
 ):
     """:class:`~.igpo_trainer.IGPOTrainer` on ``rows``, rolling out with the agent loop and ``tools`` and scoring
-    with ``judge``, trained from ``point`` to the end (:func:`venus_utils.checkpoints.train_to_end`: a finished run
+    with ``judge``, trained from ``point`` to the end (:func:`venus_utils.core.checkpoints.train_to_end`: a
+    finished run
     rerun trains nothing, a stopped one resumes) within ``max_time_minutes``; returns the trainer.
     ``turn_reward`` / ``outcome_reward``: the reward functions (None: ``cfg.reward_mode``'s,
     :func:`~.rewards.reward_functions`); ``turn_advantages``: an advantage rule over the step's batch (None: the

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..profiles import ConfigError
-from ..qa_files import _find, load_verl_qa, stratified_sample
+from ..core.profiles import ConfigError
+from ..core.qa_files import _find, load_verl_qa, stratified_sample
 
 
 def rl_question_file(train_qa: str | Path | None, world_dir: str | Path | None) -> Path:
@@ -16,7 +16,8 @@ def rl_question_file(train_qa: str | Path | None, world_dir: str | Path | None) 
     the web tools).
 
     With the web tools there is no world to fall back on: DR-Venus trains RL on REDSearcher's RL question set
-    (``REDSearcher_RL_1K``), which ``train_qa`` must name.  Raises :class:`~venus_utils.profiles.ConfigError` (unset)
+    (``REDSearcher_RL_1K``), which ``train_qa`` must name.  Raises :class:`~venus_utils.core.profiles.ConfigError`
+    (unset)
     or FileNotFoundError (not there), naming the key, before any model loads.  A relative ``train_qa`` is read from
     the working directory, else from the repository root (Papermill runs in the stage folder).
     """

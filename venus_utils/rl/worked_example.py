@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..protocol import extract_answer, render_chat
+from ..core.protocol import extract_answer, render_chat
 from .advantages import compute_turn_advantages
 from .config import IGPOConfig
 from .rewards import Episode, episode_rewards, reward_functions

@@ -4,7 +4,8 @@ r"""The SFT stage from the command line, the way notebook 03 runs it, under any 
     accelerate launch --config_file params/accelerate/single_node_8gpu.yaml \
         -m venus_utils.sft train --params params/paper.yaml
 
-It reads the ``03_sft_unsloth`` parameters (the lesson's values of :mod:`venus_utils.defaults`, as in the notebook <
+It reads the ``03_sft_unsloth`` parameters (the lesson's values of :mod:`venus_utils.core.defaults`, as in the
+notebook <
 profile < ``--set``), the resampled data of ``02_turn_aware_resampling`` and the base model (``base_model``, or
 ``00_setup/tiny_model`` offline), calls the notebook's :func:`venus_utils.sft.train_sft`, and writes the stage folder
 the next stage reads (``model/``, ``checkpoints/``, ``train_history.json``, ``summary.json``). A rerun resumes from the
@@ -18,10 +19,10 @@ import argparse
 import sys
 from dataclasses import fields
 
-from ..cli import parse_sets, run_cli, stage_params
-from ..distributed import is_main_process, world_size
-from ..paths import RESAMPLING_STAGE, SETUP_STAGE, SFT_STAGE
-from ..stage import Stage
+from ..core.distributed import is_main_process, world_size
+from ..core.paths import RESAMPLING_STAGE, SETUP_STAGE, SFT_STAGE
+from ..core.stage import Stage
+from ..run.cli import parse_sets, run_cli, stage_params
 from .config import SFTConfig
 from .data import examples_from_parquet
 from .trainer import prepare_engine, train_sft

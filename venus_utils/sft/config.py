@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from ..perf import PRECISIONS, uses_bf16
-from ..validation import (
+from ..core.perf import PRECISIONS, uses_bf16
+from ..core.validation import (
     AT_LEAST_1,
     DEVICES,
     FRACTION,

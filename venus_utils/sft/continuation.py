@@ -9,7 +9,7 @@ compute spent on more SFT do as well? :func:`continue_sft` trains that control:
 - on the same SFT data (the resampled trajectories of ``02_turn_aware_resampling``, tokenized the same way);
 - on a schedule of its own (:func:`lr_factor`): from the learning rate the run stopped at, cosine down to the run's
   floor (``min_lr_ratio`` x the peak) over the control's steps, so it ends annealed as a finished SFT run would;
-- for the compute of the RL arm, in model FLOPs (:class:`venus_utils.perf.FlopCounter`: 2 per weight per token
+- for the compute of the RL arm, in model FLOPs (:class:`venus_utils.core.perf.FlopCounter`: 2 per weight per token
   position, x3 with the backward pass, attention scores not counted; the RL arm counts its rollouts, information
   gain, reference and update the same way): ``steps = RL FLOPs / FLOPs of one SFT step``, one step's FLOPs from the
   data batched as the trainer batches it (:func:`step_flops`). The control counts its own FLOPs as it trains;
@@ -28,10 +28,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..checkpoints import TRAINER_STATE
-from ..io import read_json
-from ..paths import RESAMPLING_STAGE, SETUP_STAGE, SFT_STAGE
-from ..perf import flops_per_token
+from ..core.checkpoints import TRAINER_STATE
+from ..core.io import read_json
+from ..core.paths import RESAMPLING_STAGE, SETUP_STAGE, SFT_STAGE
+from ..core.perf import flops_per_token
 from .batching import LengthGroupedSampler, round_up
 from .config import SFTConfig
 from .data import examples_from_parquet
@@ -76,7 +76,7 @@ def step_flops(rows: Sequence[dict[str, Any]], cfg: SFTConfig, config: Any) -> f
     (each with ``length`` and ``n_loss``) batched as the trainer batches them (``cfg.batching``: the length-grouped
     sampler's micro-batches, padded to the longest row and rounded up to ``pad_to_multiple_of``): every position
     through the decoder layers, the output layer on the trained positions only (the loss computes logits there,
-    rounded up the same way), x3 for the backward pass: :class:`~venus_utils.perf.FlopCounter`'s rule."""
+    rounded up the same way), x3 for the backward pass: :class:`~venus_utils.core.perf.FlopCounter`'s rule."""
     if not rows:
         raise ValueError("no SFT rows")
     head = 2.0 * config.hidden_size * config.vocab_size
@@ -124,7 +124,8 @@ def seed_checkpoints(sft_dir: str | Path, out_dir: str | Path) -> tuple[int, flo
 
 
 def train_control(stage: Any, params: dict[str, Any], budget_flops: float) -> dict[str, Any]:
-    """Continue the run's stopped SFT model into ``stage.dir`` (a :class:`venus_utils.stage.Stage` named after the SFT
+    """Continue the run's stopped SFT model into ``stage.dir`` (a :class:`venus_utils.core.stage.Stage` named after
+    the SFT
     stage, its folder the control's) for ``budget_flops`` model FLOPs, with the SFT stage's ``params`` (the
     profile's ``03_sft_unsloth`` values).  Returns the figures for its ``summary.json``: the steps, the FLOPs
     counted against the budget, the schedule, the training loss."""

@@ -29,8 +29,8 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from ..perf import process_pool
-from ..protocol import render_chat
+from ..core.perf import process_pool
+from ..core.protocol import render_chat
 
 IGNORE = -100
 log = logging.getLogger(__name__)

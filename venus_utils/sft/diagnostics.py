@@ -20,8 +20,8 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from .. import protocol
-from ..checkpoints import checkpoints
+from ..core import protocol
+from ..core.checkpoints import checkpoints
 from ..eval.answers import aliases, exact_match, normalize_answer
 from .data import IGNORE, _as_messages, tokenize_conversation
 
@@ -153,7 +153,7 @@ def diagnose_rollouts(
 
     ``per_rollout``: correct, answered, retrieved (any alias of the ground truth inside a tool response), first query
     taken from the question, tool calls, termination and, with ``questions`` (a world QA parquet, or a question table
-    such as :func:`venus_utils.world_store.load_world_questions` returns), the question's hop count, template and
+    such as :func:`venus_utils.core.world_store.load_world_questions` returns), the question's hop count, template and
     sub-world.  ``breakdown``: :func:`breakdown` of it by ``by``.
     """
     import pandas as pd
@@ -163,7 +163,7 @@ def diagnose_rollouts(
         if isinstance(questions, pd.DataFrame):
             qa = questions
         else:
-            from ..qa_files import load_verl_qa
+            from ..core.qa_files import load_verl_qa
 
             qa = load_verl_qa(questions)
         cols = [c for c in META_COLUMNS if c in qa]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import time
 
-from ..distributed import rank0_value
+from ..core.distributed import rank0_value
 
 
 def lr_factor(progress: float, warmup: float = 0.0, min_ratio: float = 0.0) -> float:
@@ -30,7 +30,8 @@ def lr_factor(progress: float, warmup: float = 0.0, min_ratio: float = 0.0) -> f
 class BudgetProgress:
     """Progress of a run in [0, 1]: max(elapsed / time budget, step / max_steps); the clock starts on creation.
 
-    The elapsed time is rank 0's in a distributed run (:func:`venus_utils.distributed.rank0_value`), so all processes
+    The elapsed time is rank 0's in a distributed run (:func:`venus_utils.core.distributed.rank0_value`), so all
+    processes
     agree.
     """
 

@@ -27,13 +27,13 @@ from pathlib import Path
 from typing import Any
 
 from ..agent.settings import check_model_agent_settings, write_model_agent_settings
-from ..callbacks import eval_loss_stop, time_limit
-from ..checkpoints import AtomicCheckpoints, ResumePoint, prepare_resume, train_to_end
-from ..distributed import is_main_process, world_size
-from ..env import available
-from ..io import atomic_dir, write_json
-from ..locks import hold
-from ..perf import FlopCounter
+from ..core.callbacks import eval_loss_stop, time_limit
+from ..core.checkpoints import AtomicCheckpoints, ResumePoint, prepare_resume, train_to_end
+from ..core.distributed import is_main_process, world_size
+from ..core.env import available
+from ..core.io import atomic_dir, write_json
+from ..core.locks import hold
+from ..core.perf import FlopCounter
 from .batching import Collator, LengthGroupedSampler, count_units, masked_lm_loss
 from .config import SFTConfig
 from .schedule import budget_scheduler
@@ -427,7 +427,7 @@ RESUMABLE_FIELDS = {
 
 
 def resume_settings(cfg: SFTConfig, model_path: str | Path, train_rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """What defines an SFT run, for :func:`venus_utils.checkpoints.guard_resume`: the config without
+    """What defines an SFT run, for :func:`venus_utils.core.checkpoints.guard_resume`: the config without
     :data:`RESUMABLE_FIELDS`, the base model and the size of the training data."""
     kept = {k: v for k, v in asdict(cfg).items() if k not in RESUMABLE_FIELDS}
     return {
@@ -480,7 +480,7 @@ def train_sft(
     the agent limits to run the model with) goes into the exported folders as ``venus_agent.json``
     (:func:`export_model`); a finished run rerun with it only (re)writes that file.
 
-    ``out_dir`` is held for the run (:func:`venus_utils.locks.hold`; a notebook's or the command line's stage
+    ``out_dir`` is held for the run (:func:`venus_utils.core.locks.hold`; a notebook's or the command line's stage
     already holds it): a second trainer on the same checkpoints is refused before anything is deleted there."""
     with hold(out_dir, "SFT training run", hint="or train into another folder"):
         return _train_sft(cfg, model_path, train_rows, Path(out_dir), val_rows, callbacks, agent_settings, lr_factor)

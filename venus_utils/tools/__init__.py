@@ -3,7 +3,7 @@
 - ``LocalSearch`` (BM25 over the offline world) and ``SerperSearch`` (Google via Serper);
 - ``LocalVisit`` (the world page, goal-matching sentences) and ``JinaVisit`` (Jina Reader + LLM extractor);
 - ``serper_raw_text``: the raw Serper text of REDSearcher trajectories (what the cleaner parses);
-- model-facing formats live in :mod:`venus_utils.protocol` (``search_results_json``, ``visit_result_text``).
+- model-facing formats live in :mod:`venus_utils.core.protocol` (``search_results_json``, ``visit_result_text``).
 
 CLI: ``python -m venus_utils.tools search "q1" "q2" --world DIR`` / ``visit URL --goal "..." --world DIR``.
 """

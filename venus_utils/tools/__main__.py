@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..validation import POSITIVE, Range, number_argument
+from ..core.validation import POSITIVE, Range, number_argument
 from .toolbox import Toolbox, make_toolbox
 
 

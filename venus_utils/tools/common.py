@@ -5,7 +5,7 @@ seconds as a whole (a slow-dripping body cannot stretch it), transient failures 
 timeouts, 408/425/429/5xx, unparseable bodies) are retried with exponential back-off and jitter, and the
 last error is raised for the tool to turn into text for the model.  A body larger than ``max_bytes`` is
 refused (:class:`ToolFailure`, not retried).  Keys travel in headers only, and every error text is passed
-through :func:`venus_utils.env.redact`.
+through :func:`venus_utils.core.env.redact`.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from typing import Any
 import httpx
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential, wait_random
 
-from ..env import redact
-from ..io import atomic_write
+from ..core.env import redact
+from ..core.io import atomic_write
 
 RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 MAX_RESPONSE_BYTES = 16 * 2**20  # per HTTP response body, decoded (a visited page is cut to far less anyway)

@@ -1,7 +1,7 @@
 """The ``search`` tool: Serper (the web) and BM25 over the offline world's pages.
 
 Both backends produce :class:`SearchHit` lists.  What the model sees is
-:func:`venus_utils.protocol.search_results_json` of those hits (the JSON of DR-Venus's cleaned SFT data);
+:func:`venus_utils.core.protocol.search_results_json` of those hits (the JSON of DR-Venus's cleaned SFT data);
 :func:`serper_raw_text` renders the same hits as the raw Serper text that REDSearcher trajectories carry and
 that the trajectory cleaner parses (the offline world's raw trajectories are written with it).
 """
@@ -16,9 +16,9 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from .. import protocol
-from ..env import secret
-from ..world_store import load_pages, load_world_meta
+from ..core import protocol
+from ..core.env import secret
+from ..core.world_store import load_pages, load_world_meta
 from .common import MAX_RESPONSE_BYTES, DiskCache, SearchHit, ToolFailure, describe_error, json_body, request, words
 
 SERPER_URL = "https://google.serper.dev/search"

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..aio import run_coroutine
-from ..env import redact
-from ..protocol import ToolCall
+from ..core.aio import run_coroutine
+from ..core.env import redact
+from ..core.protocol import ToolCall
 from .search import LocalSearch, SerperSearch
 from .visit import JinaVisit, LocalVisit
 

@@ -1,6 +1,6 @@
 """The ``visit`` tool: Jina Reader + a goal-directed LLM extractor (the web), or the offline world's page.
 
-Output per URL (see :func:`venus_utils.protocol.visit_result_text`): ``The useful information in {url} for
+Output per URL (see :func:`venus_utils.core.protocol.visit_result_text`): ``The useful information in {url} for
 user goal {goal} as follows:`` then ``Evidence in page:`` (the LLM extractor, as DR-Venus's RL/inference tool)
 and ``Summary:``.  The local backend selects the page sentences that best match the goal (no model needed);
 by default it emits only ``Summary:``, the form of DR-Venus's SFT examples (``with_evidence`` adds evidence).
@@ -19,9 +19,9 @@ from pathlib import Path
 
 import httpx
 
-from .. import protocol
-from ..env import secret
-from ..world_store import load_pages, load_world_meta
+from ..core import protocol
+from ..core.env import secret
+from ..core.world_store import load_pages, load_world_meta
 from .common import (
     MAX_RESPONSE_BYTES,
     DiskCache,

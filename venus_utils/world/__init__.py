@@ -4,7 +4,7 @@
 ``python -m venus_utils.world build --out DIR --seed N --size small``.
 
 This package builds worlds; reading one (``load_pages``, ``load_world_meta``, ``load_world_questions``) is
-:mod:`venus_utils.world_store`, which sits below the tools that the builder runs.
+:mod:`venus_utils.core.world_store`, which sits below the tools that the builder runs.
 """
 
 from .build import WorldConfig, build_world

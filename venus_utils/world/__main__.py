@@ -11,8 +11,8 @@ import argparse
 import json
 from pathlib import Path
 
-from ..io import FolderNotOurs, check_replaceable
-from ..validation import number_argument
+from ..core.io import FolderNotOurs, check_replaceable
+from ..core.validation import number_argument
 from .build import RANGES, WORLD_TOOL, WorldConfig, build_world
 from .expert import VISIT_POLICIES
 from .graph import SIZES

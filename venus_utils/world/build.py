@@ -5,7 +5,7 @@ Layout (the run-folder contract): ``pages.jsonl``, ``qa/{train,val,test}.parquet
 DR-Venus's ``RL/data/test.parquet``), ``trajectories/train-NNNNN.parquet`` (raw REDSearcher schema: ``meta``
 {question, answer}, ``messages`` without a system message, tool results as role ``user`` with raw Serper
 text, ``system_prompt``), ``trajectory_noise.jsonl`` (the noise injected in each row) and ``world.json``.
-The file names and the readers of the folder live in :mod:`venus_utils.world_store` (below the tools, which the
+The file names and the readers of the folder live in :mod:`venus_utils.core.world_store` (below the tools, which the
 builder runs).
 """
 
@@ -23,12 +23,20 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm.auto import tqdm
 
-from .. import protocol
-from ..io import atomic_dir, atomic_path, check_replaceable, write_json, write_jsonl
+from ..core import protocol
+from ..core.io import atomic_dir, atomic_path, check_replaceable, write_json, write_jsonl
+from ..core.validation import FRACTION, NON_NEGATIVE, SEED, Range, check_fields
+from ..core.world_store import (
+    META_FILE,
+    NOISE_FILE,
+    PAGES_FILE,
+    TRAJECTORIES_DIR,
+    qa_path,
+    subworld_group,
+    subworld_tier,
+)
 from ..tools.search import LocalSearch
 from ..tools.visit import LocalVisit
-from ..validation import FRACTION, NON_NEGATIVE, SEED, Range, check_fields
-from ..world_store import META_FILE, NOISE_FILE, PAGES_FILE, TRAJECTORIES_DIR, qa_path, subworld_group, subworld_tier
 from .expert import NOISE_KINDS, VISIT_POLICIES, Expert, NoiseLog, inject_noise
 from .graph import SIZES, NameMaker, build_graph
 from .question_templates import HARD_TEMPLATES, TEMPLATES, make_questions
@@ -225,7 +233,7 @@ def build_world(out_dir: str | Path, seed: int = 0, size: str = "small", progres
     sub-worlds' entities and pages, their questions, the expert's trajectories (the questions it cannot solve with
     these tools are dropped), the question splits, the noisy raw trajectories, and the counts that describe them.
     The folder is written aside and swapped in whole; an existing ``out_dir`` is replaced only while it holds nothing
-    but a world this function wrote (:func:`venus_utils.io.check_replaceable`)."""
+    but a world this function wrote (:func:`venus_utils.core.io.check_replaceable`)."""
     cfg = WorldConfig.from_knobs(knobs, seed=seed, size=size)
     check_replaceable(out_dir, WORLD_TOOL)  # before anything is generated
     t0 = time.perf_counter()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from .. import protocol
+from ..core import protocol
 from ..tools.search import LocalSearch, serper_raw_text
 from ..tools.visit import LocalVisit
 from .question_templates import RELATIONS, Question

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import random
 
-from .. import protocol
+from ..core import protocol
 from .graph import ORG_KINDS, SIZES, Entity, NameMaker, build_graph
 
 ACCEPT_KINDS = (

@@ -30,7 +30,7 @@ CONTROL_DIR = f"{RL_STAGE}_control"
 WORLD_DIR = f"{SETUP_STAGE}/world"  # the offline world, inside a run folder
 TINY_MODEL_DIR = f"{SETUP_STAGE}/tiny_model"  # the tiny base model, inside a run folder
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]  # venus_utils/core/paths.py -> the repository
 
 
 def is_checkout(folder: str | Path) -> bool:

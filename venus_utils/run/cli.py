@@ -1,9 +1,9 @@
 """What the stage command lines (``python -m venus_utils.sft train``, ``python -m venus_utils.rl train``) share.
 
 A command line runs the same stage as its notebook, with the same parameters: the lesson's values
-(:mod:`venus_utils.defaults`, from which the notebook's ``parameters`` cell is generated) give the defaults, the
+(:mod:`venus_utils.core.defaults`, from which the notebook's ``parameters`` cell is generated) give the defaults, the
 profile's shared keys and section override them (exactly what Papermill injects,
-:func:`venus_utils.profiles.notebook_params`), and ``--set key=value`` overrides those.  The commands are plain
+:func:`venus_utils.core.profiles.notebook_params`), and ``--set key=value`` overrides those.  The commands are plain
 Python programs, so any launcher runs them unchanged::
 
     python -m venus_utils.sft train --params params/cpu.yaml                                  # one process
@@ -12,7 +12,7 @@ Python programs, so any launcher runs them unchanged::
     torchrun --nproc_per_node 8 -m venus_utils.sft train --params params/paper.yaml           # the same with torchrun
 
 Every process runs the whole script; the main process (``RANK`` 0) alone writes the stage's shared files
-(:mod:`venus_utils.distributed`).
+(:mod:`venus_utils.core.distributed`).
 
 An argument that cannot be used (``--params`` naming a folder or a UTF-16 file, ``--out`` naming a file, a ``--set``
 value that is not YAML) is one line naming it (:class:`UsageError`) and exit code 2, never a traceback.
@@ -28,9 +28,9 @@ from typing import Any
 
 import yaml
 
-from .defaults import STAGE_DEFAULTS, stage_defaults
-from .distributed import leave
-from .profiles import (
+from ..core.defaults import STAGE_DEFAULTS, stage_defaults
+from ..core.distributed import leave
+from ..core.profiles import (
     ConfigError,
     DuplicateKeyError,
     Profile,
@@ -43,9 +43,9 @@ from .profiles import (
     notebook_params,
     yaml_problem,
 )
+from ..core.stage import StageMissing, resolve_run_dir
+from ..core.validation import quote
 from .schemas import check_settings, check_stage_values
-from .stage import StageMissing, resolve_run_dir
-from .validation import quote
 
 
 class UsageError(ConfigError):
@@ -93,7 +93,7 @@ def parse_sets(items: list[str] | None) -> dict[str, Any]:
 def stage_params(
     params_path: str | Path, stage: str, sets: dict[str, Any] | None = None
 ) -> tuple[dict[str, Any], str]:
-    """``(parameters, profile name)`` of ``stage``: the lesson's values (:mod:`venus_utils.defaults`, what the
+    """``(parameters, profile name)`` of ``stage``: the lesson's values (:mod:`venus_utils.core.defaults`, what the
     notebook's parameters cell holds) < profile < ``sets``.  Unknown keys, values of the wrong type or out of range,
     and missing local paths are errors that name the key, before anything loads."""
     profile = profile_argument(params_path)

@@ -5,8 +5,8 @@ Why a module of its own: the local tools read a world folder (``LocalSearch.from
 expert trajectories.  With the readers inside the world package the tools imported the builder and the builder
 the tools.  Here they sit below both, so the imports run one way:
 ``io`` -> ``world_store`` -> ``tools`` -> ``world`` (builder, expert).  This module therefore imports neither the tools
-nor the builder, and only reads: at import it needs only :mod:`venus_utils.io`; the question tables come through
-:mod:`venus_utils.qa_files` (pandas), imported when they are read.
+nor the builder, and only reads: at import it needs only :mod:`venus_utils.core.io`; the question tables come through
+:mod:`venus_utils.core.qa_files` (pandas), imported when they are read.
 
 Why at the top of the package rather than as ``venus_utils.world.store``: importing a submodule first runs its
 package's ``__init__``, and ``venus_utils/world/__init__.py`` exposes the builder (``build_world``,
@@ -79,7 +79,7 @@ def load_pages(world_dir: str | Path) -> list[dict]:
 
 
 def load_world_questions(world_dir: str | Path, split: str = "test") -> pd.DataFrame:
-    """A split's questions (``venus_utils.qa_files`` table) with the world's columns: ``template``, ``hops``,
+    """A split's questions (``venus_utils.core.qa_files`` table) with the world's columns: ``template``, ``hops``,
     ``world``, ``subworld`` ("trained": its sub-world also has training questions; "held-out": none of its
     sub-world's questions were trained on, only its pages are in the search index), ``tier`` (easy | hard),
     ``group`` (sft | rl | heldout: :func:`subworld_group`) and ``tier_group`` (both, e.g. ``hard/heldout``)."""

@@ -11,20 +11,22 @@ Layout of a profile file::
 A notebook receives the shared keys it declares in its ``parameters`` cell plus its whole section; a key
 in a section that the notebook does not declare is an error (it is almost always a typo).  Keys that
 look like secrets (``api_key``, ``*_token``, ``password``...) are refused: API keys come from the
-environment or a ``.env`` file (see :mod:`venus_utils.env`), never from parameters, so they never end up
+environment or a ``.env`` file (see :mod:`venus_utils.core.env`), never from parameters, so they never end up
 in executed notebooks.
 
 Every value of every section, and every shared key, is checked before the first notebook starts
-(:func:`venus_utils.schemas.check_profile`, ``python -m venus_utils.pipeline --params ... --check``) against the
-stages' schemas (:mod:`venus_utils.schemas`), each message naming the file, the section and the key.  A key set twice
+(:func:`venus_utils.run.schemas.check_profile`, ``python -m venus_utils.run.pipeline --params ... --check``)
+against the
+stages' schemas (:mod:`venus_utils.run.schemas`), each message naming the file, the section and the key.  A key
+set twice
 in the file is refused (:class:`UniqueKeyLoader`), naming both lines.
 
 This module knows no stage's schema: the stages import it (:class:`ConfigError`, :func:`settings_record`), and
-:mod:`venus_utils.schemas`, above the stages, holds what each stage's settings may be.
+:mod:`venus_utils.run.schemas`, above the stages, holds what each stage's settings may be.
 
 A notebook run by hand takes a profile too: with ``profile = "cpu"`` in its parameters cell, the cell after the
 install cell, ``apply_profile(globals(), "<stage>")``, sets what the pipeline would inject (see
-:func:`venus_utils.schemas.apply_profile`).
+:func:`venus_utils.run.schemas.apply_profile`).
 """
 
 from __future__ import annotations
@@ -396,7 +398,7 @@ THIS_RUN = "this run (--set, by hand, or a profile file outside params/)"
 def settings_record(stage: str, profile: str | None, values: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Each parameter of ``stage`` with the value this run used (``values``: the notebook's globals, or a stage CLI's
     parameters) and where it came from: ``params/<profile>.yaml`` (its section or its shared keys), the lesson's
-    value (:mod:`venus_utils.defaults`, the notebook's parameters cell: :data:`NOTEBOOK_DEFAULT`), or
+    value (:mod:`venus_utils.core.defaults`, the notebook's parameters cell: :data:`NOTEBOOK_DEFAULT`), or
     :data:`THIS_RUN`.  The rule it shows is docs/reference.md's: a value the profile sets wins over the notebook's
     default, and ``--set`` or an assignment by hand over both."""
     defaults = stage_defaults(stage) if stage in STAGE_DEFAULTS else {}

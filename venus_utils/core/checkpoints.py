@@ -18,7 +18,7 @@ one when run again.  Two things can go wrong with the Trainer's own behaviour, a
   :func:`checkpoint_problem` checks them (checkpoints of older code, without a manifest: the safetensors headers,
   the torch zip archives and the JSON files are read); :func:`discard_incomplete` moves a damaged checkpoint aside
   into ``damaged/`` with a message naming it and the file, and the resume continues from the newest intact one.
-- **A full disk** during a save is reported as such (:func:`venus_utils.io.explain_disk_full`), the partial save
+- **A full disk** during a save is reported as such (:func:`venus_utils.core.io.explain_disk_full`), the partial save
   removed and the earlier checkpoints left intact.
 """
 
@@ -324,7 +324,7 @@ class AtomicCheckpoints:
     sharded engines), then the main process renames it into ``<output_dir>`` and applies ``save_total_limit``.
     Whatever the Trainer drops beside the checkpoint in the staging folder (TRL's generated model card) goes with it.
     The last file written before the rename is the checkpoint's :data:`MANIFEST` (:func:`write_manifest`).  A save
-    that fails for lack of space says so (:func:`venus_utils.io.explain_disk_full`: the checkpoint, the bytes it
+    that fails for lack of space says so (:func:`venus_utils.core.io.explain_disk_full`: the checkpoint, the bytes it
     needs, the bytes free) and its partial files are removed; the earlier checkpoints are untouched.
     """
 

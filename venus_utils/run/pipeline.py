@@ -1,15 +1,16 @@
 """Run the numbered notebooks in order with Papermill.
 
-    python -m venus_utils.pipeline --params params/smoke.yaml [--out runs/smoke] [--only 01,03] [--resume] [--check]
+    python -m venus_utils.run.pipeline --params params/smoke.yaml [--out runs/smoke] [--only 01,03] [--resume]
+    [--check]
 
 Each notebook ``notebooks/NN_stage.ipynb`` is executed into ``<out>/NN_stage/NN_stage.ipynb`` with the
-parameters of its profile section (see :mod:`venus_utils.profiles`) plus ``run_dir``, ``stage_dir`` and
+parameters of its profile section (see :mod:`venus_utils.core.profiles`) plus ``run_dir``, ``stage_dir`` and
 ``profile``.  The run stops at the first failing notebook, naming the notebook and the cell.  With
 ``--resume`` a stage is skipped when its ``summary.json`` is newer than the notebook, the profile file and
 every earlier stage's summary, and its parameters are unchanged.  Every value of every section is checked before
-the first notebook starts (:func:`venus_utils.schemas.check_profile`); ``--check`` does only that.
+the first notebook starts (:func:`venus_utils.run.schemas.check_profile`); ``--check`` does only that.
 
-A run holds its run folder and the folders of the stages it runs (:mod:`venus_utils.locks`) before it deletes
+A run holds its run folder and the folders of the stages it runs (:mod:`venus_utils.core.locks`) before it deletes
 anything: a second pipeline on the same folder, or a stage it runs started by hand meanwhile, is refused at once with
 the holder's pid (:class:`RunFolderInUse`).  The notebooks' kernels share the pipeline's locks.
 
@@ -35,19 +36,19 @@ from pathlib import Path
 import psutil
 from tqdm.auto import tqdm
 
-from .cli import UsageError, folder_argument, profile_argument
-from .io import atomic_write, write_json
-from .locks import FolderInUse, release, take
-from .paths import NOTEBOOKS_DIR
-from .profiles import (
+from ..core.io import atomic_write, write_json
+from ..core.locks import FolderInUse, release, take
+from ..core.paths import NOTEBOOKS_DIR
+from ..core.profiles import (
     ConfigError,
     Profile,
     discover_notebooks,
     load_profile,
     notebook_defaults,
 )
+from ..core.stage import RUN_PROFILE, SUMMARY, resolve_run_dir
+from .cli import UsageError, folder_argument, profile_argument
 from .schemas import check_profile
-from .stage import RUN_PROFILE, SUMMARY, resolve_run_dir
 
 PARAMS_RECORD = ".params.json"
 
@@ -141,7 +142,7 @@ class RunFolderInUse(ConfigError, FolderInUse):
 
 @contextlib.contextmanager
 def _holding(run_dir: Path, stage_dirs: list[Path]):
-    """Hold ``run_dir`` and the existing ones of ``stage_dirs`` for this run (:func:`venus_utils.locks.take`);
+    """Hold ``run_dir`` and the existing ones of ``stage_dirs`` for this run (:func:`venus_utils.core.locks.take`);
     yields ``hold(stage_dir)``, which holds a stage folder before the stage runs (one that did not exist yet: a
     stage folder is made only when the stage runs, and nobody can hold a folder that does not exist)."""
     hint = "or run this one in another run folder (--out)"
@@ -323,7 +324,7 @@ def stale_stages(run_dir: Path, notebooks: list[Path], results: list[StageResult
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m venus_utils.pipeline", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m venus_utils.run.pipeline", description=__doc__.split("\n\n")[0])
     parser.add_argument("--params", required=True, help="profile YAML, e.g. params/smoke.yaml")
     parser.add_argument("--out", default=None, help="run folder (default runs/<profile>)")
     parser.add_argument("--only", default=None, help="comma-separated stage numbers or names, e.g. 01,03")

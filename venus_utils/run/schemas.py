@@ -2,13 +2,13 @@
 
 Each parameter of a notebook is described once: by the config class its stage builds from it (``WorldConfig``,
 ``CleanConfig``, ``ResamplePolicy``, ``SFTConfig``, ``IGPOConfig``, ``AgentConfig``, the demo's settings:
-:data:`STAGE_CONFIGS`), or, for a parameter no config class holds, by a :class:`~venus_utils.validation.Setting`
+:data:`STAGE_CONFIGS`), or, for a parameter no config class holds, by a :class:`~venus_utils.core.validation.Setting`
 (:data:`PARAMETERS`: type, range, allowed words).  ``tests/test_settings_validation.py`` holds every parameters cell
 to one or the other.
 
-This module sits above the stage packages and imports their config classes directly; :mod:`venus_utils.profiles`
+This module sits above the stage packages and imports their config classes directly; :mod:`venus_utils.core.profiles`
 (reading profile files, which the stages use) sits below them and knows no stage.  The pipeline, the stage command
-lines (:mod:`venus_utils.cli`) and a notebook run by hand (:func:`apply_profile`) check through here.
+lines (:mod:`venus_utils.run.cli`) and a notebook run by hand (:func:`apply_profile`) check through here.
 """
 
 from __future__ import annotations
@@ -18,14 +18,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from .agent.loop import AgentConfig
-from .data import rules
-from .data.clean_core import CleanConfig
-from .data.resample import ResamplePolicy
-from .demo import runs
-from .eval import judge
-from .modeling import model, tokenizer
-from .paths import (
+from ..agent.loop import AgentConfig
+from ..core.paths import (
     CLEANING_STAGE,
     DEMO_STAGE,
     EVALUATION_STAGE,
@@ -35,7 +29,7 @@ from .paths import (
     SETUP_STAGE,
     SFT_STAGE,
 )
-from .profiles import (
+from ..core.profiles import (
     DEFAULT_RUN_DIR,
     INTERACTIVE,
     PIPELINE_ONLY,
@@ -48,10 +42,8 @@ from .profiles import (
     notebook_params,
     run_by_papermill,
 )
-from .protocol import SYSTEM_PROMPT_STYLES
-from .rl.config import IGPOConfig
-from .sft.config import SFTConfig
-from .validation import (
+from ..core.protocol import SYSTEM_PROMPT_STYLES
+from ..core.validation import (
     AT_LEAST_1,
     DEVICES,
     NON_NEGATIVE,
@@ -61,13 +53,21 @@ from .validation import (
     Range,
     Setting,
 )
-from .world import graph
-from .world.build import WorldConfig
+from ..data import rules
+from ..data.clean_core import CleanConfig
+from ..data.resample import ResamplePolicy
+from ..demo import runs
+from ..eval import judge
+from ..modeling import model, tokenizer
+from ..rl.config import IGPOConfig
+from ..sft.config import SFTConfig
+from ..world import graph
+from ..world.build import WorldConfig
 
 
 def benchmark_names() -> tuple[str, ...]:
-    """The benchmarks :mod:`venus_utils.qa_files` loads (it loads pandas, so only when a value is checked)."""
-    from .qa_files import BENCHMARK_LOADERS
+    """The benchmarks :mod:`venus_utils.core.qa_files` loads (it loads pandas, so only when a value is checked)."""
+    from ..core.qa_files import BENCHMARK_LOADERS
 
     return tuple(BENCHMARK_LOADERS)
 

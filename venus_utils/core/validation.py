@@ -8,7 +8,7 @@ Two sources of truth are used, never a third copy:
   the allowed numbers and its ``CHOICES`` the allowed words (:func:`check_fields`), checked in ``__post_init__``
   before anything heavy starts.
 
-The parameters that no config class holds are described by :class:`Setting` (``venus_utils.schemas.PARAMETERS``).
+The parameters that no config class holds are described by :class:`Setting` (``venus_utils.run.schemas.PARAMETERS``).
 A number is always finite: ``.nan``, ``.inf`` and ``1.0e+400`` (which YAML reads as infinity) are refused everywhere.
 """
 

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 def time_limit(minutes: float | None) -> TrainerCallback:
     """A trainer callback that stops training (and saves) once ``minutes`` of wall time have passed since it was
     made (``None``: no limit); in a distributed run all processes stop at the same step
-    (:func:`venus_utils.distributed.any_process`).  The CPU profiles use it to keep the SFT and RL stages within
+    (:func:`venus_utils.core.distributed.any_process`).  The CPU profiles use it to keep the SFT and RL stages within
     their time budgets."""
     from transformers import TrainerCallback
 

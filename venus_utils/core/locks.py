@@ -1,8 +1,9 @@
 """One run at a time in a folder: a lock that a killed run cannot leave behind.
 
 A run takes the lock of its folder before it deletes or writes anything there: the pipeline the run folder and the
-folders of the stages it runs (:func:`venus_utils.pipeline.run_pipeline`), a stage run alone its stage folder
-(:meth:`venus_utils.stage.Stage.start`, the stage command lines), a trainer its output folder, the cleaner its output
+folders of the stages it runs (:func:`venus_utils.run.pipeline.run_pipeline`), a stage run alone its stage folder
+(:meth:`venus_utils.core.stage.Stage.start`, the stage command lines), a trainer its output folder, the cleaner its
+output
 folder.  A second run on a held folder is refused at once, with the holder's pid, when it started, its command and
 what to do.
 

@@ -1,16 +1,17 @@
 """The values each notebook runs with where no profile sets one: the lesson's, sized for a CPU in minutes.
 
 The notebooks' ``parameters`` cells are generated from here (:func:`parameters_cell`;
-``python -m venus_utils.defaults --write`` rewrites them, and ``tests/test_notebook_conventions.py`` fails when a cell
+``python -m venus_utils.core.defaults --write`` rewrites them, and ``tests/test_notebook_conventions.py`` fails
+when a cell
 and this module disagree), and the stage command lines (``python -m venus_utils.sft train``...) read their
 defaults from here, not from the notebooks.  So a setting is written once: its name, its lesson value and a line
 saying what it does.
 
 Which value a run uses (docs/reference.md, "Where a setting's value comes from"): the schema's defaults (the config
-classes, :mod:`venus_utils.schemas`) are DR-Venus's values and say so in their help; the lesson's values here are
+classes, :mod:`venus_utils.run.schemas`) are DR-Venus's values and say so in their help; the lesson's values here are
 what a notebook runs with by hand; a profile (``params/<profile>.yaml``) sets the values of a run and wins over
 them; ``--set`` or an assignment after ``apply_profile`` wins over the profile. ``summary.json`` records, for every
-value, where it came from (:func:`venus_utils.profiles.settings_record`).
+value, where it came from (:func:`venus_utils.core.profiles.settings_record`).
 
 A key in :data:`SHARED` means the same in every notebook that declares it, with one value and one note.  The
 pipeline checks and runs the notebooks themselves (a cell edited by hand is what Papermill executes, and the run record
@@ -335,7 +336,7 @@ def write_cells(notebooks_dir: str | Path | None = None) -> list[Path]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m venus_utils.defaults", description="The notebooks' parameters cells, from this module."
+        prog="python -m venus_utils.core.defaults", description="The notebooks' parameters cells, from this module."
     )
     parser.add_argument("--write", action="store_true", help="rewrite the cells that differ (else: list them)")
     args = parser.parse_args(argv)
@@ -344,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"rewrote the parameters cell of {path}")
         return 0
     stale = stale_cells()
-    print("parameters cells that differ from venus_utils/defaults.py: " + (", ".join(stale) or "none"))
+    print("parameters cells that differ from venus_utils/core/defaults.py: " + (", ".join(stale) or "none"))
     return 1 if stale else 0
 
 

@@ -4,7 +4,7 @@ Each notebook starts with ``stage = Stage.start("03_sft_unsloth", run_dir)`` and
 ``stage.finish(**key_figures)``.  Its artifacts go in ``stage.dir`` (``runs/<profile>/<NN_stage>/``);
 earlier stages are reached only through ``stage.upstream("01_trajectory_cleaning")``, which checks that
 the earlier stage finished (its ``summary.json`` exists) and says what to run when it did not.
-``Stage.start`` holds the stage folder (:mod:`venus_utils.locks`) until ``finish``: a second run of the same stage
+``Stage.start`` holds the stage folder (:mod:`venus_utils.core.locks`) until ``finish``: a second run of the same stage
 is refused at once, naming the first one's pid; under the pipeline, which holds the folders of the stages it runs,
 the notebook shares the pipeline's lock.
 
@@ -34,7 +34,8 @@ class StageMissing(FileNotFoundError):
 
 
 def resolve_run_dir(run_dir: str | Path) -> Path:
-    """An absolute run folder: a relative one (``runs/interactive``) is taken from :func:`venus_utils.paths.runs_base`
+    """An absolute run folder: a relative one (``runs/interactive``) is taken from
+    :func:`venus_utils.core.paths.runs_base`
     (``VENUS_RUNS_DIR``, else the repository root of a checkout, else the current folder), so a notebook run from
     JupyterLab in ``notebooks/``, by Papermill from the repository root or on Colab in ``/content`` writes to the
     same place as the other stages of its run."""
@@ -74,13 +75,13 @@ class Stage:
         return stage
 
     def record_settings(self, params: dict[str, Any]) -> None:
-        """Keep each parameter's value and source (:func:`venus_utils.profiles.settings_record`) for
+        """Keep each parameter's value and source (:func:`venus_utils.core.profiles.settings_record`) for
         ``summary.json``'s ``settings``."""
         self.settings = settings_record(self.name, self.profile, params)
 
     def hold(self) -> FolderLock:
-        """Make and hold this stage's folder (:func:`venus_utils.locks.acquire`: raises
-        :class:`~venus_utils.locks.FolderInUse` while another run of it is alive); call it before anything in the
+        """Make and hold this stage's folder (:func:`venus_utils.core.locks.acquire`: raises
+        :class:`~venus_utils.core.locks.FolderInUse` while another run of it is alive); call it before anything in the
         folder is deleted or written.  Holding it again is a no-op; :meth:`finish` releases it."""
         self.lock = acquire(
             self.dir, f"run of {self.name}", hint="or give this run another run folder (run_dir, --run-dir)"
@@ -97,7 +98,7 @@ class Stage:
         if not (folder / SUMMARY).exists():
             raise StageMissing(
                 f"{self.name} needs the outputs of {name}, but {folder / SUMMARY} does not exist. Run "
-                f"notebooks/{name}.ipynb first (or `python -m venus_utils.pipeline --params params/<profile>.yaml "
+                f"notebooks/{name}.ipynb first (or `python -m venus_utils.run.pipeline --params params/<profile>.yaml "
                 f"--only {name[:2]}`)."
             )
         return folder

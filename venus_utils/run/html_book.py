@@ -1,9 +1,9 @@
 """Render an executed run as a static HTML site: the lesson with its plots, tables and numbers, no secrets.
 
-    python -m venus_utils.html_book --run runs/smoke [--out runs/smoke/book]      (or: make book PROFILE=smoke)
+    python -m venus_utils.run.html_book --run runs/smoke [--out runs/smoke/book]      (or: make book PROFILE=smoke)
 
 Committed notebooks carry no outputs, so a reader who runs nothing sees nothing.  This turns the executed
-notebooks of a run folder (``runs/<profile>/NN_stage/NN_stage.ipynb``, written by :mod:`venus_utils.pipeline`)
+notebooks of a run folder (``runs/<profile>/NN_stage/NN_stage.ipynb``, written by :mod:`venus_utils.run.pipeline`)
 into ``<out>/NN_stage.html`` (one page per notebook, in order, rendered by nbconvert's ``HTMLExporter`` with the
 JupyterLab template, images embedded as ``data:`` URIs, prev / next / index links) and ``<out>/index.html`` (the
 run's key figures, from each stage's ``summary.json``).  The folder is self-contained: publish it as it is.
@@ -16,8 +16,8 @@ Before rendering, each notebook is tidied for a reader:
 * absolute paths of this machine become relative ones (``runs/smoke/...``, ``~``);
 * links to ``NN_stage.ipynb`` in markdown point to the rendered pages.
 
-Secrets: every known secret value (:data:`venus_utils.env.SECRET_VARS`, from the environment or a ``.env``
-file) is masked with :func:`venus_utils.env.redact`; an output that still looks like a key (``sk-...``,
+Secrets: every known secret value (:data:`venus_utils.core.env.SECRET_VARS`, from the environment or a ``.env``
+file) is masked with :func:`venus_utils.core.env.redact`; an output that still looks like a key (``sk-...``,
 ``hf_...``, ``API_KEY=...``, a private key block...) is removed and replaced by a notice; and every page's text
 is checked again before anything is written: a page that would still hold a secret is refused (exit 1).
 Images cannot be checked: a plot that draws a key in its pixels would not be caught.
@@ -44,10 +44,9 @@ from typing import Any
 import jinja2
 from dotenv import dotenv_values
 
-from . import env as _env
-from .eval.heldout import run_story
-from .io import FolderNotOurs, atomic_dir, atomic_write, check_replaceable, read_json, write_json
-from .paths import (
+from ..core import env as _env
+from ..core.io import FolderNotOurs, atomic_dir, atomic_write, check_replaceable, read_json, write_json
+from ..core.paths import (
     CLEANING_STAGE,
     DEMO_STAGE,
     EVALUATION_STAGE,
@@ -58,13 +57,14 @@ from .paths import (
     SETUP_STAGE,
     SFT_STAGE,
 )
-from .profiles import STAGE_RE, discover_notebooks
-from .stage import SUMMARY, resolve_run_dir
+from ..core.profiles import STAGE_RE, discover_notebooks
+from ..core.stage import SUMMARY, resolve_run_dir
+from ..eval.heldout import run_story
 
 #: A file that marks a folder as written by this module and lists its files: an existing ``--out`` folder is replaced
-#: only while it holds nothing else (:func:`venus_utils.io.check_replaceable`).
+#: only while it holds nothing else (:func:`venus_utils.core.io.check_replaceable`).
 MARKER = ".venus-book"
-BOOK_TOOL = "venus_utils.html_book"
+BOOK_TOOL = "venus_utils.run.html_book"
 INDEX = "index.html"
 
 PAPERMILL_ERROR_TAG = "papermill-error-cell-tag"
@@ -93,7 +93,7 @@ KEY_PATTERNS: tuple[re.Pattern[str], ...] = tuple(
 )
 
 REMOVED_NOTICE = (
-    "[venus_utils.html_book: this output was removed from the rendered page because it looked like a secret key]\n"
+    "[venus_utils.run.html_book: this output was removed from the rendered page because it looked like a secret key]\n"
 )
 
 _DATA_URI = re.compile(r"data:[\w.+-]+/[\w.+-]+;base64,[A-Za-z0-9+/=\s]+")
@@ -109,7 +109,7 @@ class RunMissing(BookError):
 
 # --- secrets ------------------------------------------------------------------------------------------------
 def secret_values() -> list[str]:
-    """The values of the secret variables, from the environment and from the ``.env`` files :mod:`venus_utils.env`
+    """The values of the secret variables, from the environment and from the ``.env`` files :mod:`venus_utils.core.env`
     reads (read without loading them into ``os.environ``), longest first; JINA_API_KEYS-style lists are split."""
     values: set[str] = set()
     sources: list[dict[str, str | None]] = [dict(os.environ)]
@@ -126,13 +126,13 @@ def secret_values() -> list[str]:
                 continue
             for part in {value, *value.split(",")}:
                 part = part.strip()
-                if len(part) >= 4:  # the threshold venus_utils.env.redact uses
+                if len(part) >= 4:  # the threshold venus_utils.core.env.redact uses
                     values.add(part)
     return sorted(values, key=len, reverse=True)
 
 
 def redact_text(text: str, secrets: Iterable[str] | None = None) -> str:
-    """:func:`venus_utils.env.redact`, plus the values found in ``.env`` files."""
+    """:func:`venus_utils.core.env.redact`, plus the values found in ``.env`` files."""
     text = _env.redact(text)
     for value in secrets if secrets is not None else secret_values():
         text = text.replace(value, "***")
@@ -463,7 +463,7 @@ class _QuietAltText(logging.Filter):
 def _exporter():
     from nbconvert import HTMLExporter
 
-    log = logging.getLogger("venus_utils.html_book.nbconvert")
+    log = logging.getLogger("venus_utils.run.html_book.nbconvert")
     if not any(isinstance(f, _QuietAltText) for f in log.filters):
         log.addFilter(_QuietAltText())
     # The lab template embeds image outputs as data: URIs; embed_images also inlines images that markdown cells
@@ -510,7 +510,7 @@ def _markdown_base(raw_nb, executed: Path) -> Path:
 
 # --- key figures --------------------------------------------------------------------------------------------
 SKIP_KEYS = {"stage", "profile"}
-#: Written by every stage (:meth:`venus_utils.stage.Stage.finish`): listed after the stage's own figures.
+#: Written by every stage (:meth:`venus_utils.core.stage.Stage.finish`): listed after the stage's own figures.
 BOOKKEEPING = ("elapsed_s", "timings_s", "finished_at")
 #: the figure each stage's section on the index shows (a file the stage's notebook saves in its folder)
 KEY_FIGURES = {
@@ -870,7 +870,7 @@ def _executed_run(run: str | Path) -> tuple[Path, list[Path]]:
     profile = run_dir.name
     hint = (
         f"run the pipeline first: `make pipeline PROFILE={profile}` "
-        f"(or `python -m venus_utils.pipeline --params params/{profile}.yaml`)"
+        f"(or `python -m venus_utils.run.pipeline --params params/{profile}.yaml`)"
     )
     if not run_dir.is_dir():
         raise RunMissing(f"no run folder at {run_dir}: {hint}")
@@ -934,7 +934,7 @@ def _refuse_leaks(rendered: dict[str, str], secrets: list[str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m venus_utils.html_book", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m venus_utils.run.html_book", description=__doc__.split("\n\n")[0])
     parser.add_argument("--run", default="runs/smoke", help="executed run folder (default runs/smoke)")
     parser.add_argument("--out", default=None, help="output folder (default <run>/book)")
     parser.add_argument("--title", default=None, help="site title (default 'venus-recipe · <profile> run')")
