@@ -1,11 +1,10 @@
 """The values each notebook runs with where no profile sets one: the lesson's, sized for a CPU in minutes.
 
 The notebooks' ``parameters`` cells are generated from here (:func:`parameters_cell`;
-``python -m venus_utils.core.defaults --write`` rewrites them, and ``tests/test_notebook_conventions.py`` fails
-when a cell
-and this module disagree), and the stage command lines (``python -m venus_utils.sft train``...) read their
-defaults from here, not from the notebooks.  So a setting is written once: its name, its lesson value and a line
-saying what it does.
+``python -m venus_utils.core.defaults --write`` rewrites them, and ``tests/test_notebook_conventions.py`` fails when a
+cell and this module disagree), and the stage command lines (``python -m venus_utils.sft train``...) read their
+defaults from here, not from the notebooks.  So a setting is written once: its name, its lesson value and a line saying
+what it does.
 
 Which value a run uses (docs/reference.md, "Where a setting's value comes from"): the schema's defaults (the config
 classes, :mod:`venus_utils.run.schemas`) are DR-Venus's values and say so in their help; the lesson's values here are

@@ -3,9 +3,8 @@
 A run takes the lock of its folder before it deletes or writes anything there: the pipeline the run folder and the
 folders of the stages it runs (:func:`venus_utils.run.pipeline.run_pipeline`), a stage run alone its stage folder
 (:meth:`venus_utils.core.stage.Stage.start`, the stage command lines), a trainer its output folder, the cleaner its
-output
-folder.  A second run on a held folder is refused at once, with the holder's pid, when it started, its command and
-what to do.
+output folder.  A second run on a held folder is refused at once, with the holder's pid, when it started, its command
+and what to do.
 
 The lock is an exclusive ``flock`` on a file in the folder (:data:`LOCK_FILE`, JSON: pid, host, start time, command,
 token).  The kernel releases a ``flock`` when its holder ends however it ends, so a killed run's lock is free for the

@@ -114,19 +114,27 @@ def machine_peak(seconds: float = 1.0) -> MachinePeak:
     )
 
 
-def flops_per_token(config: Any, context: float = 0.0, training: bool = False) -> float:
-    """Forward FLOPs to process one token of a decoder-only transformer (``config``: a transformers config) that
-    attends to ``context`` earlier tokens: 2 x the matmul weights (projections, MLP, output layer) plus the attention
-    scores and values; x3 with the backward pass (``training``)."""
+def forward_flops_parts(config: Any) -> tuple[float, float]:
+    """``(one decoder layer, the output layer)``: forward FLOPs per token position of a decoder-only transformer
+    (``config``: a transformers config), 2 per matmul weight (projections and MLP; the output layer's hidden x
+    vocabulary), attention scores left out."""
     hidden = config.hidden_size
     heads = config.num_attention_heads
     kv = getattr(config, "num_key_value_heads", None) or heads
     head_dim = getattr(config, "head_dim", None) or hidden // heads
-    layers = config.num_hidden_layers
     per_layer = hidden * head_dim * (2 * heads + 2 * kv) + 3 * hidden * config.intermediate_size
-    weights = layers * per_layer + hidden * config.vocab_size
-    attention = layers * 2 * 2 * heads * head_dim * context
-    forward = 2 * weights + attention
+    return 2.0 * per_layer, 2.0 * hidden * config.vocab_size
+
+
+def flops_per_token(config: Any, context: float = 0.0, training: bool = False) -> float:
+    """Forward FLOPs to process one token of a decoder-only transformer (``config``: a transformers config) that
+    attends to ``context`` earlier tokens: 2 x the matmul weights (projections, MLP, output layer) plus the attention
+    scores and values; x3 with the backward pass (``training``)."""
+    layer, head = forward_flops_parts(config)
+    heads = config.num_attention_heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+    attention = config.num_hidden_layers * 2 * 2 * heads * head_dim * context
+    forward = config.num_hidden_layers * layer + head + attention
     return 3 * forward if training else forward
 
 
@@ -191,18 +199,11 @@ class FlopCounter:
             if model is None:
                 continue
             config, layers, head = _decoder_parts(model)
-            heads = config.num_attention_heads
-            kv = getattr(config, "num_key_value_heads", None) or heads
-            head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
-            per_layer = config.hidden_size * head_dim * (2 * heads + 2 * kv) + 3 * config.hidden_size * (
-                config.intermediate_size
-            )
-            for layer in layers:  # its MLP: every forward path calls it once per layer (transformers', the cached
-                # decoder's, Unsloth's), where some call the attention's projections by other routes
-                self._handles.append(
-                    layer.mlp.register_forward_pre_hook(self._hook(2.0 * per_layer), with_kwargs=True)
-                )
-            out = 2.0 * head.in_features * head.out_features
+            per_layer, out = forward_flops_parts(config)
+            # each layer's MLP: every forward path calls it once per layer (transformers', the cached decoder's,
+            # Unsloth's), where some reach the attention's projections by other routes
+            hook = self._hook(per_layer)
+            self._handles += [layer.mlp.register_forward_pre_hook(hook, with_kwargs=True) for layer in layers]
             self._handles.append(head.register_forward_pre_hook(self._hook(out), with_kwargs=True))
 
     def _hook(self, per_token: float):

@@ -15,11 +15,9 @@ environment or a ``.env`` file (see :mod:`venus_utils.core.env`), never from par
 in executed notebooks.
 
 Every value of every section, and every shared key, is checked before the first notebook starts
-(:func:`venus_utils.run.schemas.check_profile`, ``python -m venus_utils.run.pipeline --params ... --check``)
-against the
-stages' schemas (:mod:`venus_utils.run.schemas`), each message naming the file, the section and the key.  A key
-set twice
-in the file is refused (:class:`UniqueKeyLoader`), naming both lines.
+(:func:`venus_utils.run.schemas.check_profile`, ``python -m venus_utils.run.pipeline --params ... --check``) against
+the stages' schemas (:mod:`venus_utils.run.schemas`), each message naming the file, the section and the key.  A key set
+twice in the file is refused (:class:`UniqueKeyLoader`), naming both lines.
 
 This module knows no stage's schema: the stages import it (:class:`ConfigError`, :func:`settings_record`), and
 :mod:`venus_utils.run.schemas`, above the stages, holds what each stage's settings may be.

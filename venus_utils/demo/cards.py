@@ -61,8 +61,8 @@ def _as_list(value: Any) -> list[str]:
 
 
 def parse_search_result(body: str) -> tuple[list[dict], str]:
-    """The search tool's JSON (see :func:`venus_utils.core.protocol.search_results_json`) -> blocks, or ``([],
-    text)``."""
+    """The search tool's JSON (see :func:`venus_utils.core.protocol.search_results_json`) -> blocks, or
+    ``([], text)``."""
     try:
         data = json.loads(body)
     except (json.JSONDecodeError, ValueError):

@@ -174,18 +174,7 @@ class DemoSettings:
 
     def validated(self) -> DemoSettings:
         """A checked copy: known choices, bounded sizes, a normalised endpoint URL."""
-        for name in (
-            "checkpoint",
-            "endpoint",
-            "endpoint_model",
-            "endpoint_key",
-            "world_dir",
-            "serper_key",
-            "jina_key",
-            "summary_base",
-            "summary_key",
-            "summary_model",
-        ):
+        for name in TEXT_FIELDS:
             value = getattr(self, name) or ""
             if len(value) > MAX_FIELD_CHARS:
                 raise InputError(f"the setting '{name}' is longer than {MAX_FIELD_CHARS} characters")
@@ -239,6 +228,8 @@ FORM_FIELDS = (
     "max_steps",
     "system_prompt_style",
 )
+#: the form's free-text fields (:meth:`DemoSettings.validated` bounds and strips them; the others are choices)
+TEXT_FIELDS = tuple(f for f in FORM_FIELDS if f not in ("model", "tools", "max_steps", "system_prompt_style"))
 
 
 def check_question(question: str) -> str:

@@ -44,7 +44,7 @@ from ..run.cli import parse_sets, run_cli, stage_params
 from ..sft.diagnostics import convergence_note
 from ..tools import make_toolbox
 from .config import IGPOConfig
-from .control import train_control_arm, train_flops
+from .control import train_control_arm
 from .policy import load_policy
 from .rewards import reward_functions
 from .steps import (
@@ -56,6 +56,7 @@ from .steps import (
     save_model,
     stage_inputs,
     summary_figures,
+    train_flops,
     train_policy,
 )
 from .training_rows import qa_rows
@@ -239,7 +240,7 @@ def _train_in_parallel(params: str, run: Path, jobs: list[tuple[str, Path, list[
 def arms(args: argparse.Namespace) -> dict:
     """Every arm of ``--arms`` from the run's one SFT model, each in its own folder
     (:data:`venus_utils.eval.heldout.RL_ARMS`) with the same questions, seed and budget (only the rewards differ; a
-    finished arm is not trained again), then the control when asked (:func:`train_control`, after the RL arms: it
+    finished arm is not trained again), then the control when asked (:func:`control`, after the RL arms: it
     is matched to the IGPO arm's FLOPs), then the paired held-out comparisons of
     :func:`venus_utils.eval.heldout.arm_pairs`: each arm against SFT, each RL arm against the control, IGPO against
     GRPO, with the smallest difference the design could detect (``arms.json`` in the run folder; pool several seeds'
@@ -289,7 +290,7 @@ def arms(args: argparse.Namespace) -> dict:
         rows += [{"baseline": baseline, "model": model, **row} for row in found]
     flops = {
         label: read_json(path).get("train_flops")
-        for label, path in [(lab, run / ho.SCORED[lab].rsplit("/", 1)[0] / SUMMARY) for lab in labels[1:]]
+        for label, path in [(lab, run / Path(ho.SCORED[lab]).parent / SUMMARY) for lab in labels[1:]]
         if path.is_file()
     }
     timing["train_flops"] = flops  # the model FLOPs each arm trained with (the control's matched to IGPO's)

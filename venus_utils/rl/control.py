@@ -2,14 +2,14 @@
 
 :func:`train_control_arm` continues the run's stopped SFT model (:mod:`venus_utils.sft.continuation`) with the
 settings the SFT stage itself ran with (its ``summary.json`` records them), for the model FLOPs an RL arm counted
-(:func:`train_flops`), into ``<run>/04_igpo_rl_control``, then answers the run's held-out questions greedily with
-the SFT model's protocol and pairs it with the SFT model, as :mod:`venus_utils.rl.steps` does for an RL arm.
+(:func:`venus_utils.rl.steps.train_flops`), into ``<run>/04_igpo_rl_control``, then answers the run's held-out
+questions greedily with the SFT model's protocol and pairs it with the SFT model, as :mod:`venus_utils.rl.steps` does
+for an RL arm.
 Notebook 04 (``control_arm = True``) and ``python -m venus_utils.rl arms --arms ...,control`` both call it.
 """
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +21,6 @@ from ..eval.judge import Judge
 from ..sft.continuation import train_control
 from ..tools import make_toolbox
 from .steps import heldout_eval, heldout_scores, stage_inputs
-
-
-def train_flops(history: list[dict[str, Any]]) -> float | None:
-    """The model FLOPs an RL run counted (the ``flops`` of every logged step: a trainer's ``state.log_history`` or
-    ``metrics.jsonl``'s rows); None when it counted none (runs made before the count existed)."""
-    total = sum(float(r["flops"]) for r in history if r.get("flops") is not None and math.isfinite(float(r["flops"])))
-    return total or None
 
 
 def sft_settings(run_dir: str | Path) -> dict[str, Any]:

@@ -1,7 +1,6 @@
 """Where DR-Venus's format penalty goes (its ``info_gain_advantage.py``): a turn that breaks the protocol, by
-:func:`venus_utils.core.protocol.turn_format_error` (DR-Venus's ``format_checker.py``, kept with the protocol),
-has its IG
-entry *replaced* by the penalty (which creates a reward position even for a turn the tool filter skipped); a failing
+:func:`venus_utils.core.protocol.turn_format_error` (DR-Venus's ``format_checker.py``, kept with the protocol), has its
+IG entry *replaced* by the penalty (which creates a reward position even for a turn the tool filter skipped); a failing
 final turn has its *outcome* replaced by the penalty.
 """
 

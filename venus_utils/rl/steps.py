@@ -115,8 +115,7 @@ def resume(
     """Where training starts in the stage folder: checkpoints of an earlier run with other :func:`resume_settings`
     are refused, not silently continued; a half-written one is skipped, a damaged one set aside
     (:func:`venus_utils.core.checkpoints.prepare_resume`).  The stage folder is held first (:meth:`Stage.hold`): a
-    second
-    run of the stage is refused before anything in it is deleted."""
+    second run of the stage is refused before anything in it is deleted."""
     stage.hold()
     return prepare_resume(
         stage.dir,
@@ -168,12 +167,10 @@ def train_policy(
     turn_advantages: TurnAdvantages | None = None,
 ):
     """:class:`~.igpo_trainer.IGPOTrainer` on ``rows``, rolling out with the agent loop and ``tools`` and scoring
-    with ``judge``, trained from ``point`` to the end (:func:`venus_utils.core.checkpoints.train_to_end`: a
-    finished run
-    rerun trains nothing, a stopped one resumes) within ``max_time_minutes``; returns the trainer.
-    ``turn_reward`` / ``outcome_reward``: the reward functions (None: ``cfg.reward_mode``'s,
-    :func:`~.rewards.reward_functions`); ``turn_advantages``: an advantage rule over the step's batch (None: the
-    library's, ``cfg.norm_mode``)."""
+    with ``judge``, trained from ``point`` to the end (:func:`venus_utils.core.checkpoints.train_to_end`: a finished
+    run rerun trains nothing, a stopped one resumes) within ``max_time_minutes``; returns the trainer. ``turn_reward``
+    / ``outcome_reward``: the reward functions (None: ``cfg.reward_mode``'s, :func:`~.rewards.reward_functions`);
+    ``turn_advantages``: an advantage rule over the step's batch (None: the library's, ``cfg.norm_mode``)."""
     from datasets import Dataset
 
     from .igpo_trainer import IGPOTrainer, grpo_args
@@ -260,6 +257,13 @@ def _logged(log: Sequence[dict], key: str) -> list[float]:
     return [float(r[key]) for r in log if r.get(key) is not None and not math.isnan(float(r[key]))]
 
 
+def train_flops(history: list[dict[str, Any]]) -> float | None:
+    """The model FLOPs an RL run counted (the ``flops`` of every logged step: a trainer's ``state.log_history`` or
+    ``metrics.jsonl``'s rows); None when it counted none (runs made before the count existed)."""
+    total = sum(float(r["flops"]) for r in history if r.get("flops") is not None and math.isfinite(float(r["flops"])))
+    return total or None
+
+
 def summary_figures(
     trainer,
     cfg: IGPOConfig,
@@ -295,7 +299,7 @@ def summary_figures(
         sampled_groups_with_signal=sum(sampled_signal) / len(sampled_signal) if sampled_signal else None,
         groups_sampled=int(sum(sampled)) if sampled else None,
         seconds_per_step={r.phase: round(r.seconds_per_step, 3) for r in phases.itertuples()},
-        train_flops=sum(_logged(log, "flops")) or None,  # model FLOPs of training (perf.FlopCounter), all steps
+        train_flops=train_flops(log),  # model FLOPs of training (perf.FlopCounter), all steps
         reward_mode=cfg.reward_mode,
         sft_model=str(sft_dir),
         rl_question_file=str(train_file),

@@ -17,9 +17,8 @@ def rl_question_file(train_qa: str | Path | None, world_dir: str | Path | None) 
 
     With the web tools there is no world to fall back on: DR-Venus trains RL on REDSearcher's RL question set
     (``REDSearcher_RL_1K``), which ``train_qa`` must name.  Raises :class:`~venus_utils.core.profiles.ConfigError`
-    (unset)
-    or FileNotFoundError (not there), naming the key, before any model loads.  A relative ``train_qa`` is read from
-    the working directory, else from the repository root (Papermill runs in the stage folder).
+    (unset) or FileNotFoundError (not there), naming the key, before any model loads.  A relative ``train_qa`` is read
+    from the working directory, else from the repository root (Papermill runs in the stage folder).
     """
     if train_qa:
         path = _find(train_qa)  # the notebooks' rule for a user path: working directory, else repository root

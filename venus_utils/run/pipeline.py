@@ -1,7 +1,7 @@
-"""Run the numbered notebooks in order with Papermill.
+r"""Run the numbered notebooks in order with Papermill.
 
-    python -m venus_utils.run.pipeline --params params/smoke.yaml [--out runs/smoke] [--only 01,03] [--resume]
-    [--check]
+    python -m venus_utils.run.pipeline --params params/smoke.yaml [--out runs/smoke] [--only 01,03] \
+        [--resume] [--check]
 
 Each notebook ``notebooks/NN_stage.ipynb`` is executed into ``<out>/NN_stage/NN_stage.ipynb`` with the
 parameters of its profile section (see :mod:`venus_utils.core.profiles`) plus ``run_dir``, ``stage_dir`` and

@@ -4,9 +4,8 @@ r"""The SFT stage from the command line, the way notebook 03 runs it, under any 
     accelerate launch --config_file params/accelerate/single_node_8gpu.yaml \
         -m venus_utils.sft train --params params/paper.yaml
 
-It reads the ``03_sft_unsloth`` parameters (the lesson's values of :mod:`venus_utils.core.defaults`, as in the
-notebook <
-profile < ``--set``), the resampled data of ``02_turn_aware_resampling`` and the base model (``base_model``, or
+It reads the ``03_sft_unsloth`` parameters (the lesson's values of :mod:`venus_utils.core.defaults`, as in the notebook
+< profile < ``--set``), the resampled data of ``02_turn_aware_resampling`` and the base model (``base_model``, or
 ``00_setup/tiny_model`` offline), calls the notebook's :func:`venus_utils.sft.train_sft`, and writes the stage folder
 the next stage reads (``model/``, ``checkpoints/``, ``train_history.json``, ``summary.json``). A rerun resumes from the
 last checkpoint, whatever the number of processes of the run that wrote it. The before/after agent runs of the notebook

@@ -31,10 +31,11 @@ from typing import Any
 from ..core.checkpoints import TRAINER_STATE
 from ..core.io import read_json
 from ..core.paths import RESAMPLING_STAGE, SETUP_STAGE, SFT_STAGE
-from ..core.perf import flops_per_token
+from ..core.perf import forward_flops_parts
 from .batching import LengthGroupedSampler, round_up
 from .config import SFTConfig
 from .data import examples_from_parquet
+from .schedule import lr_factor as cosine
 from .trainer import prepare_engine, train_sft
 
 #: what the control's own checkpoint folder holds beside the copied checkpoint: the stopped run's resume record, so
@@ -64,9 +65,8 @@ def lr_factor(start_step: int, steps: int, start: float, floor: float) -> Callab
     """Multiple of the peak learning rate for the optimizer step ``s``: ``start`` at ``start_step``, cosine down to
     ``floor`` at ``start_step + steps`` (and ``floor`` after)."""
 
-    def factor(step: int) -> float:
-        progress = min(max((step - start_step) / max(steps, 1), 0.0), 1.0)
-        return floor + (start - floor) * 0.5 * (1.0 + math.cos(math.pi * progress))
+    def factor(step: int) -> float:  # schedule.lr_factor: the cosine from 1 down to 0 over the progress
+        return floor + (start - floor) * cosine((step - start_step) / max(steps, 1))
 
     return factor
 
@@ -79,8 +79,8 @@ def step_flops(rows: Sequence[dict[str, Any]], cfg: SFTConfig, config: Any) -> f
     rounded up the same way), x3 for the backward pass: :class:`~venus_utils.core.perf.FlopCounter`'s rule."""
     if not rows:
         raise ValueError("no SFT rows")
-    head = 2.0 * config.hidden_size * config.vocab_size
-    layers = flops_per_token(config) - head
+    layer, head = forward_flops_parts(config)
+    layers = config.num_hidden_layers * layer
     lengths = [int(r["length"]) for r in rows]
     micro = max(1, cfg.micro_batch_size)
     if cfg.batching == "grouped":
@@ -124,11 +124,10 @@ def seed_checkpoints(sft_dir: str | Path, out_dir: str | Path) -> tuple[int, flo
 
 
 def train_control(stage: Any, params: dict[str, Any], budget_flops: float) -> dict[str, Any]:
-    """Continue the run's stopped SFT model into ``stage.dir`` (a :class:`venus_utils.core.stage.Stage` named after
-    the SFT
-    stage, its folder the control's) for ``budget_flops`` model FLOPs, with the SFT stage's ``params`` (the
-    profile's ``03_sft_unsloth`` values).  Returns the figures for its ``summary.json``: the steps, the FLOPs
-    counted against the budget, the schedule, the training loss."""
+    """Continue the run's stopped SFT model into ``stage.dir`` (a :class:`venus_utils.core.stage.Stage` named after the
+    SFT stage, its folder the control's) for ``budget_flops`` model FLOPs, with the SFT stage's ``params`` (the
+    profile's ``03_sft_unsloth`` values).  Returns the figures for its ``summary.json``: the steps, the FLOPs counted
+    against the budget, the schedule, the training loss."""
     from transformers import AutoConfig, AutoTokenizer
 
     engine = prepare_engine(params["engine"])  # Unsloth before transformers' models

@@ -31,8 +31,7 @@ class BudgetProgress:
     """Progress of a run in [0, 1]: max(elapsed / time budget, step / max_steps); the clock starts on creation.
 
     The elapsed time is rank 0's in a distributed run (:func:`venus_utils.core.distributed.rank0_value`), so all
-    processes
-    agree.
+    processes agree.
     """
 
     def __init__(self, minutes: float | None, max_steps: int = -1, clock=time.perf_counter, share=rank0_value):
