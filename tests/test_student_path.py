@@ -24,6 +24,7 @@ import pytest
 
 from venus_utils.core.paths import REPO_ROOT
 from venus_utils.core.profiles import discover_notebooks
+from venus_utils.run import install
 
 NOTEBOOKS = discover_notebooks()
 INSTALL_MARK = 'find_spec("venus_utils")'
@@ -63,6 +64,55 @@ def test_install_cells_are_identical_and_name_the_repository():
         i = install_cell(nb)
         assert "parameters" in nb.cells[i - 1].metadata.get("tags", []), f"{stem}: install cell after parameters"
         assert f'apply_profile(globals(), "{stem}")' in nb.cells[i + 1].source, f"{stem}: profile cell after install"
+    assert install.disagreements() == [], "python -m venus_utils.run.install --check"
+    assert len(cell.splitlines()) <= 25, (
+        "the install cell is read at a glance: its logic lives in venus_utils.run.install"
+    )
+
+
+def test_the_repository_url_is_one_setting_written_everywhere(tmp_path):
+    """``--set-url`` writes pyproject's setting, every install cell and the README's Colab badge; a notebook keeps
+    its format and every other byte; a URL the badge cannot use is refused before anything is written."""
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO_ROOT / name, tmp_path / name)
+    shutil.copytree(REPO_ROOT / "notebooks", tmp_path / "notebooks", ignore=shutil.ignore_patterns("runs", ".*"))
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    assert install.disagreements(tmp_path) == []
+
+    with pytest.raises(ValueError, match="not a GitHub repository URL"):
+        install.set_url("https://example.org/me/venus-recipe", tmp_path)
+    assert {p: p.read_bytes() for p in before} == before
+
+    changed = install.set_url("https://github.com/someone/venus-recipe.git", tmp_path)
+    assert sorted(changed) == sorted(p for p in before if p.suffix in (".toml", ".md", ".ipynb"))
+    assert install.repository_url(tmp_path) == "https://github.com/someone/venus-recipe"
+    assert install.disagreements(tmp_path) == []
+    nb = nbformat.read(tmp_path / "notebooks" / "00_setup.ipynb", as_version=4)
+    assert '"git+https://github.com/someone/venus-recipe"' in nb.cells[install_cell(nb)].source
+    badge = "https://colab.research.google.com/github/someone/venus-recipe/blob/main/notebooks/00_setup.ipynb"
+    assert badge in (tmp_path / "README.md").read_text()
+    for path, old in before.items():  # only the URL changed
+        new = path.read_bytes()
+        assert new.replace(b"someone", b"OWNER_NOT_SET") == old, path
+    assert install.set_url("https://github.com/someone/venus-recipe", tmp_path) == []  # nothing left to change
+
+    (tmp_path / "README.md").write_text("no badge\n")
+    assert install.disagreements(tmp_path) == ["README.md: no repository URL found"]
+
+
+@pytest.mark.parametrize("gpu", [False, True])
+def test_the_dependencies_step_keeps_the_runtimes_torch(gpu):
+    command = install.dependencies_command(gpu=gpu, python="py", torch="2.8.0")
+    assert command == [
+        "py",
+        "-m",
+        "pip",
+        "install",
+        "-q",
+        "venus-recipe[colab]" if gpu else "venus-recipe",
+        "torch==2.8.0",
+    ]
+    assert "torch" not in " ".join(install.dependencies_command(gpu=gpu, torch=""))  # no torch: nothing to keep
 
 
 # --- environments for the kernels -------------------------------------------------------------------------------
@@ -279,26 +329,22 @@ def test_install_keeps_the_runtimes_torch_and_transformers(extra, pin_torch, tmp
     report = tmp_path / "report.json"
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PIP_NO_INDEX")}
     env.update(PIP_RETRIES="1", PIP_TIMEOUT="30")
-    # the install cell's command on a bare runtime: the package from its URL (+ the runtime's torch, kept as it is)
-    cmd = [
-        str(python),
-        "-m",
-        "pip",
-        "install",
-        "--dry-run",
-        "--quiet",
-        "--report",
-        str(report),
-        f"venus-recipe{extra} @ {src.as_uri()}",
-        *([f"torch=={COLAB_LIKE['torch']}"] if pin_torch else []),
-    ]
+    dry_run = ["--dry-run", "--quiet", "--report", str(report)]
+    if pin_torch:  # the install cell on a bare GPU runtime: the package alone from its URL, then its dependencies
+        pip = [str(python), "-m", "pip", "install", "--quiet", "--no-deps", f"venus-recipe @ {src.as_uri()}"]
+        done = subprocess.run(pip, capture_output=True, text=True, env=env, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+        cmd = install.dependencies_command(gpu=True, python=str(python), torch=COLAB_LIKE["torch"])
+        cmd[4:4] = dry_run
+    else:  # `pip install venus-recipe` by hand: the ranges alone
+        cmd = [str(python), "-m", "pip", "install", *dry_run, f"venus-recipe{extra} @ {src.as_uri()}"]
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     planned = {
         item["metadata"]["name"].lower(): item["metadata"]["version"]
         for item in json.loads(report.read_text())["install"]
     }
-    assert "venus-recipe" in planned
+    assert "venus-recipe" in planned or pin_torch  # the cell installed it (alone) before its dependencies
     moved = {name: planned[name] for name in COLAB_LIKE if name in planned}
     assert not moved, f"pip would replace the runtime's {moved}"
     if extra:
