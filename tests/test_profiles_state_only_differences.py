@@ -4,6 +4,7 @@ exception: a run names its seed."""
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import pytest
@@ -23,3 +24,43 @@ def test_profile_repeats_no_default(path):
         defaults = stage_defaults(stage)
         repeated += [f"{stage}.{k}" for k, v in section.items() if k in defaults and defaults[k] == v]
     assert not repeated, f"{path.name} repeats the notebooks' defaults: {', '.join(repeated)}"
+
+
+CONFIGS = [
+    ("venus_utils/sft/config.py", "SFTConfig", "03_sft_unsloth"),
+    ("venus_utils/rl/config.py", "IGPOConfig", "04_igpo_rl"),
+]
+
+
+@pytest.mark.parametrize("path, name, stage", CONFIGS, ids=[c[1] for c in CONFIGS])
+def test_a_config_default_equal_to_the_lesson_value_is_read_from_the_lesson_table(path, name, stage):
+    """DR-Venus's value lives in the config class and the lesson's in venus_utils/core/defaults.py; where they are the
+    same value it is written once, in the lesson table, and the class reads it (``LESSON["kl_coef"]``)."""
+    source = (Path(__file__).resolve().parents[1] / path).read_text()
+    cls = next(n for n in ast.parse(source).body if isinstance(n, ast.ClassDef) and n.name == name)
+    lesson = stage_defaults(stage)
+    written_twice, read = [], []
+    for node in cls.body:
+        if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None):
+            continue
+        field = node.target.id
+        call = node.value
+        default = (
+            next((k.value for k in call.keywords if k.arg == "default"), None) if isinstance(call, ast.Call) else call
+        )
+        if default is None:
+            continue
+        text = ast.unparse(default)
+        if text == f"LESSON[{field!r}]":
+            read.append(field)
+        elif field in lesson and _literal(default) == lesson[field]:
+            written_twice.append(f"{field} = {text}")
+    assert not written_twice, f"{name} repeats the lesson's value of: {', '.join(written_twice)}"
+    assert read, f"{name} reads no default from the lesson table"
+
+
+def _literal(node):
+    try:
+        return ast.literal_eval(node)
+    except ValueError:
+        return object()  # an expression: not a repeated literal

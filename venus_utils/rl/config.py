@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from ..core.defaults import stage_defaults
+from ..core.paths import RL_STAGE
 from ..core.perf import PRECISIONS, uses_bf16
 from ..core.protocol import check_system_prompt_style
 from ..core.validation import (
@@ -69,11 +71,16 @@ RANGES = {
 }
 
 
+#: The lesson's values (venus_utils/core/defaults.py, notebook 04's parameters cell). A field whose DR-Venus value
+#: the lesson runs with too takes it from there, so that each value is written once.
+LESSON = stage_defaults(RL_STAGE)
+
+
 @dataclass
 class IGPOConfig:
     # --- which rewards (the IGPO-against-GRPO comparison) ------------------------------------------------------
     reward_mode: str = field(
-        default="igpo",
+        default=LESSON["reward_mode"],
         metadata={
             "help": "igpo (DR-Venus): information-gain turn rewards, "
             "format penalties and the judged outcome | grpo: the judged outcome only (no turn "
@@ -82,14 +89,14 @@ class IGPOConfig:
     )
     # --- information gain (DR-Venus: RL/verl/utils/reward_score/info_gain.py) ----------------------------------
     info_gain_type: str = field(
-        default="log_prob_diff",
+        default=LESSON["info_gain_type"],
         metadata={
             "help": "log_prob_diff (DR-Venus: difference "
             "of mean GT log-probs) or prob_diff (IGPO paper: difference of exp(mean log-prob))."
         },
     )
     ig_tool_filter: str | None = field(
-        default="visit",
+        default=LESSON["ig_tool_filter"],
         metadata={
             "help": "Score a boundary only after a turn that "
             "called one of these tools (comma separated); None or 'all' scores every turn."
@@ -109,11 +116,11 @@ class IGPOConfig:
     )
     # --- turn format penalty (DR-Venus: RL/verl/utils/reward_score/format_checker.py) --------------------------
     use_format_penalty: bool = field(
-        default=True, metadata={"help": "Replace a malformed turn's reward by the penalty."}
+        default=LESSON["use_format_penalty"], metadata={"help": "Replace a malformed turn's reward by the penalty."}
     )
     format_penalty: float = field(default=-1.0, metadata={"help": "-1.0 x format_penalty_scale (1.0)."})
     search_cost: float = field(
-        default=0.0,
+        default=LESSON["search_cost"],
         metadata={
             "help": "Subtracted from the turn reward of every search call (0: none, DR-Venus); a turn reward, so "
             "reward_mode=grpo refuses it (notebook 04's turn-reward cell shows where it applies)."
@@ -121,10 +128,10 @@ class IGPOConfig:
     )
     # --- advantages (DR-Venus: RL/verl/trainer/ppo/info_gain_advantage.py) -------------------------------------
     norm_mode: str = field(
-        default="scaled_separate", metadata={"help": "joint | separate | scaled_separate | raw_ig."}
+        default=LESSON["norm_mode"], metadata={"help": "joint | separate | scaled_separate | raw_ig."}
     )
     ig_norm: str = field(
-        default="group",
+        default=LESSON["ig_norm"],
         metadata={
             "help": "group: a turn's IG is z-scored over all IG turns of its group (DR-Venus) | tool: over the "
             "group's turns that called the same tool (a visit against visits, a search against searches), so a "
@@ -138,9 +145,11 @@ class IGPOConfig:
     clip_ratio_low: float = field(default=0.2, metadata={"help": "PPO clip, lower side."})
     clip_ratio_high: float = field(default=0.2, metadata={"help": "PPO clip, upper side."})
     dual_clip: float = field(default=3.0, metadata={"help": "Dual-clip constant c for negative advantages."})
-    kl_coef: float = field(default=0.001, metadata={"help": "k3 (low_var_kl) KL loss coefficient to the reference."})
+    kl_coef: float = field(
+        default=LESSON["kl_coef"], metadata={"help": "k3 (low_var_kl) KL loss coefficient to the reference."}
+    )
     # --- optimisation (DR-Venus: RL/train_igpo.sh) -------------------------------------------------------------
-    learning_rate: float = field(default=1e-6, metadata={"help": "AdamW, constant, no warm-up."})
+    learning_rate: float = field(default=LESSON["learning_rate"], metadata={"help": "AdamW, constant, no warm-up."})
     weight_decay: float = field(default=0.01, metadata={"help": "AdamW weight decay."})
     max_grad_norm: float = field(default=1.0, metadata={"help": "Gradient-norm clip."})
     gradient_checkpointing: bool = field(
@@ -148,7 +157,7 @@ class IGPOConfig:
         metadata={"help": "Recompute activations in the update (DR-Venus: on); off is faster where memory allows."},
     )
     precision: str = field(
-        default="auto",
+        default=LESSON["precision"],
         metadata={
             "help": "auto | bf16 | fp32: the update's forward and backward and the reference log-probs under bf16 "
             "autocast (fp32 master weights and optimizer), or plain fp32. auto: bf16 on CUDA and on a CPU with "
@@ -162,29 +171,29 @@ class IGPOConfig:
     max_steps: int = field(default=60, metadata={"help": "RL steps (DR-Venus: one epoch of ~1K prompts / 16)."})
     # --- dynamic sampling (DAPO; off in DR-Venus's train_igpo.sh) ----------------------------------------------
     dynamic_sampling: bool = field(
-        default=False,
+        default=LESSON["dynamic_sampling"],
         metadata={
             "help": "Drop the groups whose rollouts all got the same judge score (all right or all wrong: no "
             "outcome advantage) and refill the step with groups of new questions, as DAPO does; one process only."
         },
     )
     max_sampling_rounds: int = field(
-        default=3,
+        default=LESSON["max_sampling_rounds"],
         metadata={
             "help": "dynamic_sampling: rollout rounds per step at most (each rolls out prompts_per_step questions); "
             "a step still short of groups with signal after them fills up with the others (DAPO: max_num_gen_batches)."
         },
     )
-    save_steps: int = field(default=5, metadata={"help": "Checkpoint every this many steps."})
+    save_steps: int = field(default=LESSON["save_steps"], metadata={"help": "Checkpoint every this many steps."})
     save_total_limit: int | None = field(
-        default=2,
+        default=LESSON["save_total_limit"],
         metadata={
             "help": "Keep only the newest this many checkpoints "
             "(each holds the optimizer state: tens of GB at 4B); None keeps all."
         },
     )
     lora_r: int = field(
-        default=0,
+        default=LESSON["lora_r"],
         metadata={
             "help": "0 = full fine-tuning (DR-Venus); > 0 trains a LoRA adapter "
             "and the reference is the adapter-disabled base."
@@ -198,27 +207,29 @@ class IGPOConfig:
     max_tokens_per_turn: int = field(default=8192, metadata={"help": "Generation limit per assistant turn."})
     max_context_tokens: int = field(default=261000, metadata={"help": "max_model_len of the rollout engine."})
     system_prompt_style: str = field(
-        default="dr-venus",
+        default=LESSON["system_prompt_style"],
         metadata={
             "help": "Rollout system prompt: dr-venus (exact) | compact (offline profiles; must match the SFT data's)."
         },
     )
-    use_vllm: bool = field(default=False, metadata={"help": "Roll out with vLLM when it is installed (GPU)."})
+    use_vllm: bool = field(
+        default=LESSON["use_vllm"], metadata={"help": "Roll out with vLLM when it is installed (GPU)."}
+    )
     vllm_mode: str = field(
-        default="colocate",
+        default=LESSON["vllm_mode"],
         metadata={
             "help": "colocate: TRL's vLLM engine inside each training "
             "process | server: a separate OpenAI-compatible vLLM server (vllm_server_base_url)."
         },
     )
     vllm_server_base_url: str | None = field(
-        default=None,
+        default=LESSON["vllm_server_base_url"],
         metadata={
             "help": "server mode: http://host:port of `trl vllm-serve` (weights synced each step) or `vllm serve`."
         },
     )
     vllm_server_sync_weights: bool = field(
-        default=True,
+        default=LESSON["vllm_server_sync_weights"],
         metadata={
             "help": "server mode: push the policy to the "
             "server every step (needs `trl vllm-serve`); False: a plain `vllm serve` "
@@ -226,16 +237,16 @@ class IGPOConfig:
         },
     )
     vllm_tensor_parallel_size: int = field(
-        default=1,
+        default=LESSON["vllm_tensor_parallel_size"],
         metadata={
             "help": "colocate mode: vLLM tensor parallelism (DR-Venus: TP 4); must divide the number of processes."
         },
     )
     vllm_gpu_memory_utilization: float = field(
-        default=0.3,
+        default=LESSON["vllm_gpu_memory_utilization"],
         metadata={"help": "colocate mode: GPU memory share of the vLLM engine (TRL's default; the rest trains)."},
     )
-    seed: int = field(default=0, metadata={"help": "Seed for sampling and data order."})
+    seed: int = field(default=LESSON["seed"], metadata={"help": "Seed for sampling and data order."})
 
     def __post_init__(self) -> None:
         check_fields(self, RANGES, "IGPOConfig")

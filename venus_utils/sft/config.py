@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from ..core.defaults import stage_defaults
+from ..core.paths import SFT_STAGE
 from ..core.perf import PRECISIONS, uses_bf16
 from ..core.validation import (
     AT_LEAST_1,
@@ -66,24 +68,31 @@ CHOICES = {
 }
 
 
+#: The lesson's values (venus_utils/core/defaults.py, notebook 03's parameters cell). A field whose DR-Venus value
+#: the lesson runs with too takes it from there, so that each value is written once.
+LESSON = stage_defaults(SFT_STAGE)
+
+
 @dataclass
 class SFTConfig:
     # --- engine ---
     engine: str = field(
-        default="auto",
+        default=LESSON["engine"],
         metadata={"help": "auto | unsloth | trl. auto: Unsloth when it is installed, else plain TRL SFTTrainer."},
     )
     finetuning: str = field(
-        default="full", metadata={"help": "full | lora. DR-Venus: full fine-tuning (LoRA rank 0)."}
+        default=LESSON["finetuning"], metadata={"help": "full | lora. DR-Venus: full fine-tuning (LoRA rank 0)."}
     )
-    lora_r: int = field(default=32, metadata={"help": "LoRA rank when finetuning='lora'."})
-    lora_alpha: int = field(default=16, metadata={"help": "LoRA alpha (DR-Venus's preset: 16)."})
+    lora_r: int = field(default=LESSON["lora_r"], metadata={"help": "LoRA rank when finetuning='lora'."})
+    lora_alpha: int = field(default=LESSON["lora_alpha"], metadata={"help": "LoRA alpha (DR-Venus's preset: 16)."})
     lora_dropout: float = field(default=0.0, metadata={"help": "LoRA dropout."})
     lora_target_modules: tuple[str, ...] = field(
         default=("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"),
         metadata={"help": "LoRA targets: all linear layers of a Qwen3 block (DR-Venus: all-linear)."},
     )
-    load_in_4bit: bool = field(default=False, metadata={"help": "Unsloth 4-bit base weights (GPU only; QLoRA)."})
+    load_in_4bit: bool = field(
+        default=LESSON["load_in_4bit"], metadata={"help": "Unsloth 4-bit base weights (GPU only; QLoRA)."}
+    )
     gradient_checkpointing: bool = field(
         default=True, metadata={"help": "Recompute activations (Unsloth's variant under Unsloth). DR-Venus: on."}
     )
@@ -93,11 +102,11 @@ class SFTConfig:
         metadata={"help": "Longest trajectory in tokens; longer ones are dropped and counted, never truncated."},
     )
     batching: str = field(
-        default="grouped",
+        default=LESSON["batching"],
         metadata={"help": "max_length | padded | grouped | padding_free (see venus_utils.sft.batching)."},
     )
     pad_to_multiple_of: int = field(
-        default=64,
+        default=LESSON["pad_to_multiple_of"],
         metadata={
             "help": "Round each batch's width, and the number of labelled positions the LM head runs on, up to a "
             "multiple of this (1: exact shapes). Under bf16 autocast on a CPU every new shape keeps kernel state, so "
@@ -105,7 +114,7 @@ class SFTConfig:
         },
     )
     loss_weighting: str = field(
-        default="sequence_mean",
+        default=LESSON["loss_weighting"],
         metadata={"help": "sequence_mean (DR-Venus: each trajectory weighs the same) | token_mean."},
     )
     # --- optimisation ---
@@ -114,15 +123,16 @@ class SFTConfig:
     micro_batch_size: int = field(
         default=1, metadata={"help": "Trajectories per forward pass; global/micro = gradient accumulation."}
     )
-    num_train_epochs: float = field(default=1.0, metadata={"help": "Epochs (DR-Venus: 1)."})
+    num_train_epochs: float = field(default=LESSON["num_train_epochs"], metadata={"help": "Epochs (DR-Venus: 1)."})
     max_steps: int = field(default=-1, metadata={"help": "Optimizer steps; -1 = from epochs."})
     max_time_minutes: float | None = field(
-        default=None, metadata={"help": "Stop (and save) after this much wall time; None = no limit."}
+        default=LESSON["max_time_minutes"],
+        metadata={"help": "Stop (and save) after this much wall time; None = no limit."},
     )
     warmup_ratio: float = field(default=0.1, metadata={"help": "Linear warm-up share of the steps (DR-Venus: 0.1)."})
     lr_scheduler_type: str = field(default="cosine", metadata={"help": "DR-Venus: cosine to 0."})
     schedule_by_time: bool = field(
-        default=False,
+        default=LESSON["schedule_by_time"],
         metadata={
             "help": "With max_time_minutes: warm-up and cosine follow the share of the time budget spent "
             "(or of max_steps, whichever is further), so a run stopped by the clock ends at a low learning rate "
@@ -130,7 +140,7 @@ class SFTConfig:
         },
     )
     min_lr_ratio: float = field(
-        default=0.0,
+        default=LESSON["min_lr_ratio"],
         metadata={
             "help": "schedule_by_time: the cosine ends at this share of the peak (DR-Venus: 0; tiny-agent study: 0.1)."
         },
@@ -153,7 +163,7 @@ class SFTConfig:
         default=100, metadata={"help": "Validation loss every N steps (DR-Venus: 100); None = only at the end."}
     )
     stop_at_eval_loss: float | None = field(
-        default=None,
+        default=LESSON["stop_at_eval_loss"],
         metadata={
             "help": "Stop (and save) at the first validation loss at or below this: max_steps becomes a cap and the "
             "schedule still runs over it. Needs validation rows and eval_steps. None: train the whole budget "
@@ -168,7 +178,7 @@ class SFTConfig:
     )
     device: str = field(default="auto", metadata={"help": "cpu | cuda | auto."})
     precision: str = field(
-        default="auto",
+        default=LESSON["precision"],
         metadata={
             "help": "auto | bf16 | fp32: bf16 autocast over fp32 master weights and optimizer, or plain fp32. auto: "
             "bf16 on CUDA and on a CPU with native bf16 dot products (avx512_bf16 / AMX), else fp32."
