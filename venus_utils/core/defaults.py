@@ -9,9 +9,9 @@ what it does.
 Which value a run uses (docs/reference.md, "Where a setting's value comes from"): the schema's defaults (the config
 classes, :mod:`venus_utils.run.schemas`) are DR-Venus's values and say so in their help; the lesson's values here are
 what a notebook runs with by hand (where the two are the same value, the config class reads it from here:
-``LESSON["kl_coef"]`` in ``venus_utils/rl/config.py``); a profile (``params/<profile>.yaml``) sets the values of a run and wins over
-them; ``--set`` or an assignment after ``apply_profile`` wins over the profile. ``summary.json`` records, for every
-value, where it came from (:func:`venus_utils.core.profiles.settings_record`).
+``LESSON["kl_coef"]`` in ``venus_utils/rl/config.py``); a profile (``params/<profile>.yaml``) sets the values of a
+run and wins over them; ``--set`` or an assignment after ``apply_profile`` wins over the profile. ``summary.json``
+records, for every value, where it came from (:func:`venus_utils.core.profiles.settings_record`).
 
 A key in :data:`SHARED` means the same in every notebook that declares it, with one value and one note.  The
 pipeline checks and runs the notebooks themselves (a cell edited by hand is what Papermill executes, and the run record
