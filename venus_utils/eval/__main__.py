@@ -5,6 +5,7 @@
         [--split val] [--n 200] [--max-turns 14] [--out runs/cpu/validation_sft.parquet]
     python -m venus_utils.eval keep runs/cpu-hard-seed10 --out results/cpu-hard-seed10
     python -m venus_utils.eval rejudge runs/cpu
+    python -m venus_utils.eval study results/cpu-lesson-seed2{0..5} [--json F]
 
 Pairs ``--model`` with ``--baseline`` question by question in each run folder (their greedy held-out results,
 written by notebooks 03 and 04 or ``python -m venus_utils.rl train``) and over all the runs together
@@ -23,6 +24,10 @@ outlive its machine, so seeds run in different sessions are pooled from there (`
 ``rejudge`` scores a run's held-out and validation tables again with the current judge, from the answers they hold
 (no model runs), when another judge scored them (:func:`venus_utils.eval.heldout.rejudge`): answers scored by two
 judges are never paired.
+
+``study`` reads a pre-registered study of several seeds as registered (:mod:`venus_utils.eval.study`): every pair of
+models in every run, pooled and with the seed as the unit, on the headline slice; the headline table (a row per seed,
+pooled, seed-level) and the decision rule's criteria, each with its numbers.
 """
 
 from __future__ import annotations
@@ -83,6 +88,27 @@ def validate(args) -> int:
     return 0
 
 
+def run_study(args) -> int:
+    """``study``: the headline table and the registered rule's criteria (:mod:`venus_utils.eval.study`)."""
+    from .study import decide, headline_table, study
+
+    try:
+        result = study(args.runs)
+    except (FileNotFoundError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    decision = decide(result)
+    table = headline_table(result)
+    slices = sorted({p["slice"] for p in result["pairs"].values()})
+    print(f"{', '.join(slices)}, accuracy and paired difference (* McNemar p < 0.05), per seed, pooled, seed-level:")
+    print(table.to_string(index=False))
+    print("\nthe registered rule:")
+    print("\n".join(decision["lines"]))
+    if args.json:
+        write_json(args.json, {**result, "table": table.to_dict("records"), "decision": decision})
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m venus_utils.eval", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -115,6 +141,9 @@ def main(argv: list[str] | None = None) -> int:
     v.add_argument("--out", default=None, help="scored table (parquet; default <model>/../validation_<split>.parquet)")
     r = sub.add_parser("rejudge", help="score a run's held-out tables again with the current judge (no model runs)")
     r.add_argument("run", help="the run folder, e.g. runs/cpu")
+    s = sub.add_parser("study", help="a multi-seed study read as registered: the headline table and the decision")
+    s.add_argument("runs", nargs="+", help="one run folder per seed, e.g. results/cpu-lesson-seed20 ...")
+    s.add_argument("--json", default=None, help="also write the comparisons, the table and the decision to this file")
     k = sub.add_parser("keep", help="copy a run's held-out results into a folder to commit (results/<run>)")
     k.add_argument("run", help="the run folder, e.g. runs/cpu-hard-seed10")
     k.add_argument("--out", required=True, help="where to copy them, e.g. results/cpu-hard-seed10")
@@ -132,6 +161,8 @@ def main(argv: list[str] | None = None) -> int:
             print("the stages' summary.json figures predate these verdicts: rerun those stages to refresh them")
         print(f"{len(done)} tables re-judged" if done else f"{args.run}: every table is judged by the current judge")
         return 0
+    if args.command == "study":
+        return run_study(args)
     if args.command == "keep":
         try:
             written = keep_results(args.run, args.out)

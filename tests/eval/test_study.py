@@ -1,0 +1,121 @@
+"""A pre-registered multi-seed study read as registered (venus_utils.eval.study): the headline table and each
+criterion of issue 40's decision rule, on synthetic runs whose answers are set question by question."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from venus_utils.core.io import read_json
+from venus_utils.eval import heldout as ho
+from venus_utils.eval.__main__ import main
+from venus_utils.eval.study import Rule, decide, headline_table, study
+
+N = 100  # hard/heldout questions per seed; 20 easy ones beside them, outside the slice
+
+
+def _table(right: int, easy_right: int = 20) -> pd.DataFrame:
+    """``right`` of the N hard/heldout questions answered (the first ones), and ``easy_right`` of 20 easy ones."""
+    hard = [{"id": f"h{i}", "correct": float(i < right), "tier_group": ho.HEADLINE} for i in range(N)]
+    easy = [{"id": f"e{i}", "correct": float(i < easy_right), "tier_group": "easy/heldout"} for i in range(20)]
+    return pd.DataFrame(hard + easy).assign(turns=3)
+
+
+def _runs(tmp_path, per_seed: dict[int, dict[str, int]], profile: bool = True):
+    runs = []
+    for seed, models in per_seed.items():
+        run = tmp_path / f"cpu-lesson-seed{seed}"
+        for label, right in models.items():
+            path = run / ho.SCORED[label]
+            path.parent.mkdir(parents=True, exist_ok=True)
+            _table(right).to_parquet(path)
+        if profile:
+            (run / "profile.yaml").write_text(f"profile: cpu-seed{seed}\nseed: {seed}\n")
+        runs.append(run)
+    return runs
+
+
+def seeds_where(control_gap: dict[int, int], sft: int = 40) -> dict[int, dict[str, int]]:
+    """Six seeds: SFT answers ``sft`` of 100, the control 50, GRPO 50 + gap, IGPO one fewer than GRPO."""
+    return {
+        s: {"SFT": sft, "more SFT": 50, "RL (GRPO)": 50 + gap, "RL (IGPO)": 49 + gap} for s, gap in control_gap.items()
+    }
+
+
+def test_rl_that_beats_the_control_on_every_count_teaches(tmp_path, capsys):
+    runs = _runs(tmp_path, seeds_where({20: 8, 21: 6, 22: 7, 23: 9, 24: 5, 25: 7}))
+    result = study(runs)
+    assert result["seeds"] == ["20", "21", "22", "23", "24", "25"]
+    assert set(result["pairs"]) == {
+        "RL (IGPO) vs SFT",
+        "RL (GRPO) vs SFT",
+        "more SFT vs SFT",
+        "RL (IGPO) vs more SFT",
+        "RL (GRPO) vs more SFT",
+        "RL (IGPO) vs RL (GRPO)",
+    }
+    duel = result["pairs"]["RL (GRPO) vs more SFT"]
+    assert duel["slice"] == ho.HEADLINE and duel["rows"]["20"]["n"] == N  # the easy questions stay out
+    assert duel["rows"]["pooled"]["n"] == 6 * N and duel["rows"]["pooled"]["fixed"] == 42
+
+    decision = decide(result)
+    assert decision["sft_band"]["holds"] and decision["sft_band"]["inside"] == 6
+    verdict = decision["rl_vs_control"]
+    assert verdict["better_arm"] == "RL (GRPO)" and verdict["holds"]
+    assert verdict["pooled"]["difference"] == pytest.approx(0.07)
+    assert decision["verdict"] == "RL teaches what more SFT does not"
+    assert decision["igpo_vs_grpo"]["pooled"]["difference"] == pytest.approx(-0.01)
+    assert decision["igpo_vs_grpo"]["decided"]  # 0 fixed / 6 broken: exact McNemar p = 2 / 2**6 = 0.031
+    assert "GRPO ahead" in decision["lines"][2]
+    table = headline_table(result).set_index("seed")
+    assert table.loc["20", "SFT"] == "0.400" and table.loc["20", "RL (GRPO) − more SFT"] == "+0.080*"
+    assert table.loc["pooled", "RL (GRPO) − more SFT"] == "+0.070*"
+    assert table.loc["seeds", "RL (GRPO) − more SFT"].endswith("6+/0−")
+
+    out = tmp_path / "study.json"
+    assert main(["study", *map(str, runs), "--json", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert "RL teaches what more SFT does not" in said and "the registered rule" in said
+    kept = read_json(out)
+    assert kept["decision"]["verdict"] == decision["verdict"] and len(kept["table"]) == 8
+
+
+def test_a_gain_on_too_few_seeds_or_below_the_margin_does_not_teach(tmp_path):
+    # +0.10 on three seeds, -0.01 on three: pooled +0.045, below the margin and positive on 3 of 6
+    runs = _runs(tmp_path, seeds_where({20: 10, 21: 10, 22: 10, 23: -1, 24: -1, 25: -1}))
+    decision = decide(study(runs))
+    checks = decision["rl_vs_control"]["checks"]
+    assert not checks["margin"] and not checks["positive_seeds"]
+    assert not decision["rl_vs_control"]["holds"]
+    assert decision["verdict"] == "RL is ahead of more SFT, but not by the registered margin and consistency"
+
+
+def test_more_sft_ahead_is_stated_and_a_seed_outside_the_band_is_reported(tmp_path):
+    per_seed = seeds_where({20: -20, 21: -25, 22: -20, 23: -30, 24: -22, 25: -24})
+    per_seed[25]["SFT"] = 15  # outside 0.2-0.6: reported, kept
+    runs = _runs(tmp_path, per_seed)
+    decision = decide(study(runs))
+    assert decision["verdict"] == "more SFT for the same compute does better than RL"
+    assert decision["sft_band"] == {
+        "accuracy": {"20": 0.4, "21": 0.4, "22": 0.4, "23": 0.4, "24": 0.4, "25": 0.15},
+        "inside": 5,
+        "of": 6,
+        "holds": True,
+    }
+    assert "outside: seed 25: 0.150" in decision["lines"][0]
+    stricter = decide(study(runs), Rule(band_seeds=6))
+    assert not stricter["sft_band"]["holds"]
+
+
+def test_a_study_needs_two_runs_sharing_models_and_names_runs_by_folder_without_a_profile(tmp_path):
+    runs = _runs(tmp_path, {1: {"SFT": 40, "RL (IGPO)": 45}, 2: {"SFT": 40, "RL (IGPO)": 50}}, profile=False)
+    result = study(runs)
+    assert result["seeds"] == ["cpu-lesson-seed1", "cpu-lesson-seed2"]
+    assert list(result["pairs"]) == ["RL (IGPO) vs SFT"]
+    assert "rl_vs_control" not in decide(result)  # no control arm: nothing to decide there
+    with pytest.raises(ValueError, match="two or more runs"):
+        study(runs[:1])
+    lone = _runs(tmp_path / "other", {3: {"SFT": 40}, 4: {"SFT": 41}})
+    with pytest.raises(FileNotFoundError, match="share no pair"):
+        study(lone)
+    assert main(["study", *map(str, lone)]) == 2

@@ -1,0 +1,191 @@
+"""A pre-registered study of several seeds, read as it was registered: every pair of models in every seed's run, pooled
+by question and with the seed as the unit, on the headline slice, and the decision rule applied to those numbers.
+
+The rule is issue 40's, written before seeds 20-25 ran (docs/experiments.md, "Pre-registered: seeds 20–25"):
+
+1. SFT answers the headline slice within ``sft_band`` on at least ``band_seeds`` of the seeds (a seed outside it is
+   reported, not dropped).
+2. RL teaches what more SFT does not if the better RL arm (the larger pooled difference against the control) beats
+   the control by at least ``margin`` pooled with McNemar p < ``alpha``, with a positive difference on at least
+   ``positive_seeds`` seeds and a seed-level 95% interval above zero.
+3. IGPO against GRPO: the pooled paired difference with the smallest difference the test detects.
+
+``python -m venus_utils.eval study results/cpu-lesson-seed2{0..5} [--json F]`` prints the table the README's headline
+copies (one row per seed, the pooled row, the seed-level row) and the decision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ..core.profiles import load_profile
+from .heldout import CONTROL, HEADLINE, SCORED, SEEDS_ROW, arm_pairs, compare_runs
+
+IGPO, GRPO = "RL (IGPO)", "RL (GRPO)"
+POOLED = "pooled"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """The registered decision rule's numbers (issue 40)."""
+
+    sft_band: tuple[float, float] = (0.2, 0.6)
+    band_seeds: int = 5
+    margin: float = 0.05
+    alpha: float = 0.05
+    positive_seeds: int = 5
+
+
+def seed_of(run: str | Path) -> str:
+    """The seed a run folder names in its ``profile.yaml`` (kept by ``eval keep``), else the folder's name."""
+    path = Path(run) / "profile.yaml"
+    if path.is_file():
+        seed = load_profile(path).shared.get("seed")
+        if seed is not None:
+            return str(seed)
+    return Path(run).name
+
+
+def models_in(runs: Sequence[str | Path]) -> list[str]:
+    """The models (:data:`~venus_utils.eval.heldout.SCORED` labels) whose held-out results every run has."""
+    return [label for label in SCORED if all((Path(run) / SCORED[label]).is_file() for run in runs)]
+
+
+def study(runs: Sequence[str | Path]) -> dict[str, Any]:
+    """Every pair of :func:`~venus_utils.eval.heldout.arm_pairs` of the models all ``runs`` have, on the headline
+    slice (hard/heldout; every question where a world has no hard tier): per seed, pooled by question and with the
+    seed as the unit (:func:`~venus_utils.eval.heldout.compare_runs`' rows), keyed ``"<model> vs <baseline>"``."""
+    if len(runs) < 2:
+        raise ValueError("a study pools two or more runs (one per seed)")
+    labels = models_in(runs)
+    pairs = arm_pairs(labels)
+    if not pairs:
+        raise FileNotFoundError(f"the runs share no pair of models to compare (they all have: {labels or 'none'})")
+    seeds = {str(run): seed_of(run) for run in runs}
+    comparisons = {}
+    for baseline, model in pairs:
+        table = compare_runs(runs, baseline, model)
+        slice_ = HEADLINE if (table["slice"] == HEADLINE).any() else "all"
+        rows = table[table["slice"] == slice_]
+        if slice_ == HEADLINE and rows["run"].isin(seeds).sum() < len(runs):
+            missing = sorted(set(seeds) - set(rows["run"]))
+            raise ValueError(
+                f"{', '.join(missing)}: no {HEADLINE} questions; the study's slice needs them in every run"
+            )
+        out = {}
+        for row in rows.to_dict("records"):
+            key = seeds.get(row["run"], row["run"])
+            out[key] = {k: v for k, v in row.items() if k not in ("run", "slice") and not _missing(v)}
+        comparisons[f"{model} vs {baseline}"] = {"baseline": baseline, "model": model, "slice": slice_, "rows": out}
+    return {"runs": [str(run) for run in runs], "seeds": list(seeds.values()), "models": labels, "pairs": comparisons}
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and value != value)
+
+
+def decide(result: dict[str, Any], rule: Rule = Rule()) -> dict[str, Any]:
+    """The registered rule applied to :func:`study`'s numbers: each criterion with its figures and whether it holds,
+    and the verdict in words."""
+    pairs, seeds = result["pairs"], result["seeds"]
+    out: dict[str, Any] = {"rule": asdict(rule)}
+    lines = []
+    sft = next((p for p in pairs.values() if p["baseline"] == "SFT"), None)
+    if sft:
+        accuracy = {s: sft["rows"][s]["accuracy_before"] for s in seeds}
+        low, high = rule.sft_band
+        inside = [s for s, a in accuracy.items() if low <= a <= high]
+        holds = len(inside) >= rule.band_seeds
+        out["sft_band"] = {"accuracy": accuracy, "inside": len(inside), "of": len(seeds), "holds": holds}
+        outside = ", ".join(f"seed {s}: {a:.3f}" for s, a in accuracy.items() if s not in inside)
+        lines.append(
+            f"1. SFT within {low}-{high} on {len(inside)} of {len(seeds)} seeds (needed {rule.band_seeds}): "
+            + ("holds" if holds else "does not hold")
+            + (f" (outside: {outside})" if outside else "")
+        )
+    against = {p["model"]: p["rows"] for p in pairs.values() if p["baseline"] == CONTROL}
+    if against:
+        best = max(against, key=lambda m: against[m][POOLED]["difference"])
+        pooled, level = against[best][POOLED], against[best][SEEDS_ROW]
+        checks = {
+            "margin": pooled["difference"] >= rule.margin,
+            "mcnemar": pooled["mcnemar_p"] < rule.alpha,
+            "positive_seeds": level["positive"] >= rule.positive_seeds,
+            "seed_interval": level["seed_ci_low"] is not None and level["seed_ci_low"] > 0,
+        }
+        teaches = all(checks.values())
+        out["rl_vs_control"] = {"better_arm": best, "pooled": pooled, "seeds": level, "checks": checks}
+        out["rl_vs_control"]["holds"] = teaches
+        if teaches:
+            verdict = "RL teaches what more SFT does not"
+        elif pooled["difference"] < 0 and pooled["mcnemar_p"] < rule.alpha:
+            verdict = "more SFT for the same compute does better than RL"
+        elif pooled["mcnemar_p"] >= rule.alpha:
+            verdict = "RL and more SFT are not told apart (undecided)"
+        else:
+            verdict = "RL is ahead of more SFT, but not by the registered margin and consistency"
+        lines.append(
+            f"2. better RL arm against more SFT: {best} {pooled['difference']:+.3f} "
+            f"[{pooled['diff_ci_low']:+.3f}, {pooled['diff_ci_high']:+.3f}] pooled (n = {pooled['n']}, "
+            f"p = {pooled['mcnemar_p']:.2g}, {pooled['fixed']} fixed / {pooled['broken']} broken); per seed "
+            f"positive on {level['positive']} of {level['seeds']}, seed-level mean {level['mean_difference']:+.3f} "
+            f"[{_fmt(level['seed_ci_low'])}, {_fmt(level['seed_ci_high'])}]: {verdict}"
+        )
+        out["verdict"] = verdict
+    duel = pairs.get(f"{IGPO} vs {GRPO}")
+    if duel:
+        pooled = duel["rows"][POOLED]
+        ahead = "IGPO ahead" if pooled["difference"] > 0 else "GRPO ahead" if pooled["difference"] < 0 else "even"
+        decided = pooled["mcnemar_p"] < rule.alpha
+        out["igpo_vs_grpo"] = {"pooled": pooled, "seeds": duel["rows"][SEEDS_ROW], "decided": decided}
+        lines.append(
+            f"3. IGPO against GRPO: {pooled['difference']:+.3f} [{pooled['diff_ci_low']:+.3f}, "
+            f"{pooled['diff_ci_high']:+.3f}], p = {pooled['mcnemar_p']:.2g}, detectable difference "
+            f"{pooled.get('detectable_difference', float('nan')):.3f}: "
+            + (ahead if decided else f"not told apart ({ahead})")
+        )
+    out["lines"] = lines
+    return out
+
+
+def _fmt(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:+.3f}"
+
+
+def headline_table(result: dict[str, Any]) -> pd.DataFrame:
+    """The README's headline: one row per seed, then the pooled and the seed-level rows; the accuracy of every model
+    on the slice and each model's difference against SFT and against the control (``"+0.117*"``: McNemar p < 0.05
+    in that seed)."""
+    pairs, seeds = result["pairs"], result["seeds"]
+    rows = []
+    for key in [*seeds, POOLED, SEEDS_ROW]:
+        row: dict[str, Any] = {"seed": key}
+        for pair in pairs.values():
+            r = pair["rows"].get(key, {})
+            if key != SEEDS_ROW:
+                row.setdefault(pair["baseline"], _acc(r.get("accuracy_before")))
+                row.setdefault(pair["model"], _acc(r.get("accuracy_after")))
+        for pair in pairs.values():
+            if pair["baseline"] not in ("SFT", CONTROL):
+                continue
+            r = pair["rows"].get(key, {})
+            name = f"{pair['model']} − {pair['baseline']}"
+            if key == SEEDS_ROW:
+                row[name] = (
+                    f"{r['mean_difference']:+.3f} [{_fmt(r['seed_ci_low'])}, {_fmt(r['seed_ci_high'])}], "
+                    f"{int(r['positive'])}+/{int(r['negative'])}−"
+                )
+            else:
+                star = "*" if r["mcnemar_p"] < Rule.alpha else ""
+                row[name] = f"{r['difference']:+.3f}{star}"
+        rows.append(row)
+    return pd.DataFrame(rows).fillna("")
+
+
+def _acc(x: float | None) -> str:
+    return "" if x is None else f"{x:.3f}"
