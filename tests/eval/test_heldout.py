@@ -416,6 +416,36 @@ def test_kept_results_pool_like_the_run_folders_they_come_from(tmp_path, capsys)
     assert (tmp_path / "mine" / "notes.txt").exists()
 
 
+def test_keep_compresses_each_arms_training_episodes_and_the_report_reads_them(tmp_path):
+    """Issue 40: the per-turn evidence of an RL arm (information gain and advantage by tool) outlives the run: ``keep``
+    writes each ``episodes.jsonl`` as ``episodes.jsonl.gz`` (the same bytes each time), and rl.run_report reads it."""
+    import gzip
+
+    from venus_utils.core.io import write_jsonl
+    from venus_utils.eval import heldout as ho
+    from venus_utils.rl import run_report
+
+    run, out = tmp_path / "run", tmp_path / "kept"
+    (run / ho.SCORED["SFT"]).parent.mkdir(parents=True)
+    _scored({"a": [1]}).to_parquet(run / ho.SCORED["SFT"])
+    episode = {"step": 1, "tool_names": ["search", "visit", None], "info_gain": [0.5, -1.0, None]}
+    episode |= {"turn_advantages": [0.2, -0.3, 0.1], "judge_score": 1.0}
+    for arm in ("IGPO", "GRPO"):
+        (run / ho.RL_ARMS[arm]).mkdir(parents=True, exist_ok=True)
+        write_jsonl(run / ho.RL_ARMS[arm] / "episodes.jsonl", [episode] * 3)
+    written = ho.keep_results(run, out)
+    kept = out / ho.RL_ARMS["GRPO"] / "episodes.jsonl.gz"
+    assert kept in written and not (out / ho.RL_ARMS["GRPO"] / "episodes.jsonl").exists()
+    assert gzip.decompress(kept.read_bytes()) == (run / ho.RL_ARMS["GRPO"] / "episodes.jsonl").read_bytes()
+    first = kept.read_bytes()
+    ho.keep_results(run, out)
+    assert kept.read_bytes() == first  # no time stamp inside: a re-keep changes nothing in git
+    episodes = run_report.episodes_frame(out / ho.RL_ARMS["IGPO"] / "episodes.jsonl")
+    assert len(episodes) == 3
+    visits = run_report.ig_by_tool(episodes).set_index(["tool", "episode"]).loc[("visit", "all")]
+    assert visits["turns"] == 3 and visits["mean_ig"] == -1.0
+
+
 def test_seed_level_statistics_take_the_seed_as_the_unit():
     """Issue 40: the pre-registered seeds 13-15 (hard/heldout, IGPO - SFT: +0.172, +0.039, +0.039) are significant
     pooled by question but not with the seed as the unit: a t-interval over 3 seeds crosses zero (p ~ 0.20)."""

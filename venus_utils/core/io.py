@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import gzip
 import json
 import os
 import shutil
@@ -327,9 +328,11 @@ def write_jsonl(path: str | os.PathLike, rows) -> Path:
 
 
 def read_jsonl(path: str | os.PathLike) -> list[Any]:
+    """One value per non-empty line of ``path`` (gzip-compressed when it ends in ``.gz``)."""
     path = Path(path)
     rows = []
-    with path.open(encoding="utf-8") as fh:
+    opened = gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else path.open(encoding="utf-8")
+    with opened as fh:
         for lineno, line in enumerate(fh, 1):
             if not line.strip():
                 continue

@@ -18,7 +18,9 @@ and ``subworld``.  :func:`load_scored` reads one back; :func:`per_question` redu
 
 from __future__ import annotations
 
+import gzip
 import hashlib
+import shutil
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -380,6 +382,9 @@ def compare(baseline: pd.DataFrame, other: pd.DataFrame) -> dict[str, Any]:
 KEPT_COLUMNS = ("id", "sample", "question", "answer", "prediction", "correct", "em", "f1", "turns", "judge")
 KEPT_COLUMNS += ("judge_method",)  # which answers the offline fallback judged when the LLM judge failed
 KEPT_FILES = (SUMMARY, "arms.json", RUN_PROFILE, "metrics.jsonl")  # metrics: per RL step
+#: kept gzip-compressed (``<name>.gz``, ~40 KB an RL arm of the cpu lesson): the training rollouts' rewards, per-turn
+#: information gain and advantages, the evidence for what an arm's update pushed (rl.run_report reads them)
+KEPT_COMPRESSED = ("episodes.jsonl",)
 KEPT_MARKER = "kept.json"  # what says a folder was written by keep_results (and lists it), which may then replace it
 KEEP_TOOL = "eval keep"
 
@@ -388,7 +393,8 @@ def keep_results(run_dir: str | Path, out_dir: str | Path) -> list[Path]:
     """Copy what a run's held-out results say into ``out_dir`` (a folder to commit; run folders do not outlive a
     machine): each scored table of :data:`SCORED` that the run has, at the same place, reduced to
     :data:`KEPT_COLUMNS` and the breakdown columns; each stage's ``summary.json``; the run's ``arms.json`` and
-    ``profile.yaml``; the validation tables beside each model (``eval validate``).  ``python -m venus_utils.eval
+    ``profile.yaml``; the validation tables beside each model (``eval validate``); each RL arm's ``metrics.jsonl``, and
+    its ``episodes.jsonl`` compressed (:data:`KEPT_COMPRESSED`).  ``python -m venus_utils.eval
     compare`` pools such folders as it pools run folders.  Returns the files written."""
     run, out = Path(run_dir), Path(out_dir)
     if run.resolve() == out.resolve():
@@ -414,6 +420,14 @@ def keep_results(run_dir: str | Path, out_dir: str | Path) -> list[Path]:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(path.read_bytes())
             written.append(out / path.relative_to(run))
+        for name in KEPT_COMPRESSED:
+            for path in sorted(run.glob(f"*/{name}")):
+                target = Path(tmp) / path.relative_to(run).with_name(f"{name}.gz")
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with path.open("rb") as src, target.open("wb") as raw:
+                    with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz:  # the same bytes each time
+                        shutil.copyfileobj(src, gz)
+                written.append(out / target.relative_to(tmp))
         write_json(Path(tmp) / KEPT_MARKER, {"run": str(run), "files": [str(w.relative_to(out)) for w in written]})
     return written
 

@@ -78,8 +78,12 @@ def phase_table(metrics: pd.DataFrame) -> pd.DataFrame:
 
 
 def episodes_frame(path: str | Path) -> pd.DataFrame:
-    """The training rollouts (``episodes.jsonl``), one row each; empty when the file does not exist."""
-    return pd.DataFrame(read_jsonl(path)) if Path(path).exists() else pd.DataFrame()
+    """The training rollouts (``episodes.jsonl``, or the ``episodes.jsonl.gz`` that ``eval keep`` keeps), one row
+    each; empty when neither exists."""
+    for candidate in (Path(path), Path(f"{path}.gz")):
+        if candidate.is_file():
+            return pd.DataFrame(read_jsonl(candidate))
+    return pd.DataFrame()
 
 
 def ig_by_turn(episodes: pd.DataFrame) -> pd.DataFrame:
