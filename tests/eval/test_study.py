@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from venus_utils.core.io import read_json
+from venus_utils.core.io import read_json, write_jsonl
 from venus_utils.eval import heldout as ho
 from venus_utils.eval.__main__ import main
 from venus_utils.eval.study import Rule, decide, headline_table, study
@@ -72,12 +72,23 @@ def test_rl_that_beats_the_control_on_every_count_teaches(tmp_path, capsys):
     assert table.loc["pooled", "RL (GRPO) − more SFT"] == "+0.070*"
     assert table.loc["seeds", "RL (GRPO) − more SFT"].endswith("6+/0−")
 
+    episode = {"step": 1, "tool_names": ["search", "visit", None], "info_gain": [0.5, -1.0, None]}
+    episode |= {"turn_advantages": [0.2, -0.3, 0.1], "judge_score": 0.0}
+    for run in runs[:2]:  # two seeds' GRPO arms kept their training episodes
+        write_jsonl(run / ho.RL_ARMS["GRPO"] / "episodes.jsonl", [episode] * 2)
     out = tmp_path / "study.json"
     assert main(["study", *map(str, runs), "--json", str(out)]) == 0
     said = capsys.readouterr().out
     assert "RL teaches what more SFT does not" in said and "the registered rule" in said
+    assert "what each arm's update pushed, by tool" in said
     kept = read_json(out)
     assert kept["decision"]["verdict"] == decision["verdict"] and len(kept["table"]) == 8
+    visits = [r for r in kept["mechanism"] if r["tool"] == "visit" and r["episode"] == "wrong"]
+    assert [(r["run"], r["turns"], r["mean_ig"], r["mean_advantage"]) for r in visits] == [
+        ("20", 2, -1.0, -0.3),
+        ("21", 2, -1.0, -0.3),
+        ("pooled", 4, -1.0, -0.3),
+    ]
 
 
 def test_a_gain_on_too_few_seeds_or_below_the_margin_does_not_teach(tmp_path):

@@ -40,6 +40,7 @@ import pandas as pd
 
 from ..core.io import write_json
 from ..core.validation import AT_LEAST_1, SEED, number_argument
+from ..rl.run_report import mechanism  # rl sits above eval: its command line may use it
 from .heldout import (
     SCORED,
     SEEDS_ROW,
@@ -51,6 +52,7 @@ from .heldout import (
     rejudge,
     summary,
 )
+from .study import decide, headline_table, study
 
 COLUMNS = ["run", "slice", "n", "accuracy_before", "accuracy_after", "difference", "diff_ci_low", "diff_ci_high"]
 COLUMNS += ["fixed", "broken", "mcnemar_p", "detectable_difference", "verdict"]
@@ -90,8 +92,6 @@ def validate(args) -> int:
 
 def run_study(args) -> int:
     """``study``: the headline table and the registered rule's criteria (:mod:`venus_utils.eval.study`)."""
-    from .study import decide, headline_table, study
-
     try:
         result = study(args.runs)
     except (FileNotFoundError, ValueError) as e:
@@ -104,8 +104,16 @@ def run_study(args) -> int:
     print(table.to_string(index=False))
     print("\nthe registered rule:")
     print("\n".join(decision["lines"]))
+    how = mechanism(result["runs"], result["seeds"])
+    pooled = how[(how["run"] == "pooled") & how["tool"].isin(["search", "visit", "(answer)"])] if len(how) else how
+    if len(pooled):
+        print("\nwhat each arm's update pushed, by tool (training episodes of every seed, pooled):")
+        print(pooled.drop(columns="run").to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     if args.json:
-        write_json(args.json, {**result, "table": table.to_dict("records"), "decision": decision})
+        records = how.astype(object).where(how.notna(), None).to_dict("records")
+        write_json(
+            args.json, {**result, "table": table.to_dict("records"), "decision": decision, "mechanism": records}
+        )
     return 0
 
 

@@ -153,6 +153,36 @@ def advantage_by_tool(episodes: pd.DataFrame) -> pd.DataFrame:
     return table.reset_index()[columns]
 
 
+def mechanism(run_dirs: Sequence[str | Path], names: Sequence[str] | None = None) -> pd.DataFrame:
+    """What each RL arm's update pushed, tool by tool, from the arms' training episodes (``episodes.jsonl``, or the
+    ``.gz`` that ``eval keep`` keeps) in several runs (one per seed, named by ``names``) and pooled over them: per arm,
+    tool and episode outcome (right, wrong, all), the turns, the mean information gain (:func:`ig_by_tool`) and the
+    mean advantage with the share of turns pushed down (:func:`advantage_by_tool`). IGPO losing to GRPO while a
+    ``visit`` turn's mean gain is negative is the mechanism this table can show. Runs or arms without episodes are
+    left out."""
+    names = list(names) if names is not None else [Path(run).name for run in run_dirs]
+    keys = ["tool", "episode"]
+    frames = []
+    for arm, folder in RL_ARMS.items():
+        found = []
+        for name, run in zip(names, run_dirs):
+            episodes = episodes_frame(Path(run) / folder / "episodes.jsonl")
+            if not episodes.empty:
+                found.append((name, episodes))
+        if len(found) > 1:
+            found.append(("pooled", pd.concat([e for _, e in found], ignore_index=True)))
+        for name, episodes in found:
+            ig = ig_by_tool(episodes)[[*keys, "turns", "mean_ig"]]
+            adv = advantage_by_tool(episodes).rename(columns={"turns": "scored_turns"})
+            table = ig.merge(adv, on=keys, how="outer")
+            table["turns"] = table["turns"].fillna(table["scored_turns"])  # the answer turn has advantages, no IG
+            frames.append(table.assign(run=name, arm=f"RL ({arm})"))
+    columns = ["arm", "run", *keys, "turns", "mean_ig", "mean_advantage", "share_pushed_down"]
+    if not frames:
+        return pd.DataFrame(columns=columns)
+    return pd.concat(frames, ignore_index=True).reindex(columns=columns)
+
+
 def training_figure(metrics: pd.DataFrame, episodes: pd.DataFrame, path: str | Path | None = None):
     """Reward / accuracy, IG by turn, penalty rate, turns per episode, KL and entropy, one panel each."""
     import matplotlib.pyplot as plt
