@@ -39,12 +39,17 @@ PYPROJECT_URL = re.compile(r'(?m)^(Repository = ")([^"]*)(")$')
 BADGE_URL = re.compile(r"(https://colab\.research\.google\.com/github/)([^/\s)]+/[^/\s)]+)(/blob/)")
 
 
+def on_gpu() -> bool:
+    """A GPU runtime, as the install cell tells it: ``nvidia-smi`` is on the PATH."""
+    return shutil.which("nvidia-smi") is not None
+
+
 def dependencies_command(gpu: bool | None = None, python: str = sys.executable, torch: str | None = None) -> list[str]:
     """The pip command that installs the package's dependencies once the package is in place: ``venus-recipe`` (with
     the ``colab`` extra on a GPU: ``gpu``, default where ``nvidia-smi`` is found), and ``torch==<the runtime's
     version>`` (``torch``, default this Python's) where torch is installed, else pip may swap it for the version
     another package prefers (the newest xformers needs a newer torch: a multi-GB CUDA download)."""
-    gpu = shutil.which("nvidia-smi") is not None if gpu is None else gpu
+    gpu = on_gpu() if gpu is None else gpu
     if torch is None:
         try:
             torch = importlib.metadata.version("torch")
@@ -61,14 +66,14 @@ def dependencies_command(gpu: bool | None = None, python: str = sys.executable, 
     ]
 
 
-def install_dependencies(source: str) -> None:
+def install_dependencies(source: str, gpu: bool | None = None) -> None:
     """The install cell's second step: runs :func:`dependencies_command` and says, in one line, what was installed
     (``source``: the checkout or ``venus-recipe @ <url>`` the cell installed) and which torch was kept."""
-    command = dependencies_command()
+    gpu = on_gpu() if gpu is None else gpu
+    command = dependencies_command(gpu)
     subprocess.check_call(command)
     kept = next((c.split("==", 1)[1] for c in command if c.startswith("torch==")), None)
-    extra = "[colab]" if command[5].endswith("[colab]") else ""
-    print(f"pip installed {source}{extra}" + (f", keeping torch {kept}" if kept else ""))
+    print(f"pip installed {source}" + ("[colab]" if gpu else "") + (f", keeping torch {kept}" if kept else ""))
 
 
 # --- the repository URL: one setting ---------------------------------------------------------------------------
