@@ -186,3 +186,47 @@ def test_the_control_arm_continues_the_stopped_sft_run_for_the_igpo_arms_flops(m
     assert pairs == [("SFT", "RL (IGPO)"), ("SFT", "more SFT"), ("more SFT", "RL (IGPO)")]
     assert arms["training"]["train_flops"]["more SFT"] == control["train_flops"]
     assert all(c["n"] == 4 for c in arms["comparisons"] if "n" in c)
+
+
+def test_finished_arms_are_reused_as_they_are_not_resumed(tmp_path, monkeypatch, capsys):
+    """Issue 40, seed 20: ``rl arms --arms igpo,grpo,control`` after notebook 04 had trained the IGPO arm refused it
+    ("its checkpoints were made with other settings": the notebook's reward cells are functions of their own). A
+    finished arm (its summary: the same reward mode, all its steps) is reused without training; a summary of another
+    arm is named in one line; the comparisons are written either way."""
+    import pandas as pd
+
+    from venus_utils.core.io import read_json, write_json
+    from venus_utils.eval import heldout as ho
+    from venus_utils.rl import __main__ as cli
+
+    scored = pd.DataFrame({"id": list("abcd"), "correct": [1.0, 0.0, 1.0, 0.0], "turns": 3})
+    (tmp_path / "03_sft_unsloth").mkdir()
+    scored.to_parquet(tmp_path / ho.SCORED["SFT"])
+    for label, mode in (("IGPO", "igpo"), ("GRPO", "grpo")):
+        folder = tmp_path / ho.RL_ARMS[label]
+        folder.mkdir()
+        settings = {"dynamic_sampling": {"value": False, "from": "notebook default"}}  # notebook 04's record
+        write_json(folder / "summary.json", {"steps": 2, "reward_mode": mode, "settings": settings})
+        scored.assign(correct=[1.0, 1.0, 1.0, 0.0]).to_parquet(folder / "heldout_rl.parquet")
+
+    def no_training(*_):
+        raise AssertionError("a finished arm was trained again")
+
+    monkeypatch.setattr(cli, "train", no_training)
+    argv = ["arms", "--arms", "igpo,grpo", "--params", str(REPO_ROOT / "params" / "smoke.yaml")]
+    assert cli.main([*argv, "--run-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert f"[arms] IGPO: finished in {tmp_path / '04_igpo_rl'}, reused" in out
+    pairs = [(c["baseline"], c["model"]) for c in read_json(tmp_path / "arms.json")["comparisons"]]
+    assert pairs == [("SFT", "RL (IGPO)"), ("SFT", "RL (GRPO)"), ("RL (GRPO)", "RL (IGPO)")]
+
+    smoke = {"reward_mode": "igpo", "max_steps": 2, "max_time_minutes": None}
+    assert cli.finished_arm(tmp_path / "04_igpo_rl", smoke)
+    assert not cli.finished_arm(tmp_path / "nothing_here", smoke)  # not finished: train resumes it
+    with pytest.raises(ValueError, match="not this arm's"):
+        cli.finished_arm(tmp_path / "04_igpo_rl_grpo", smoke)  # the GRPO arm's folder holds GRPO, not IGPO
+    with pytest.raises(ValueError, match="with 2 steps, not this arm's .* with 40 steps"):
+        cli.finished_arm(tmp_path / "04_igpo_rl", {**smoke, "max_steps": 40})
+    assert cli.finished_arm(tmp_path / "04_igpo_rl", {**smoke, "max_steps": 40, "max_time_minutes": 5.0})
+    assert cli.main([*argv, "--run-dir", str(tmp_path), "--set", "max_steps=3"]) == 2
+    assert "move that folder away to train the arm" in capsys.readouterr().err

@@ -147,6 +147,31 @@ ARMS = {
 CONTROL_ARM = "control"
 
 
+def finished_arm(out: Path, params: dict) -> bool:
+    """Whether the arm folder ``out`` holds a finished run of the arm ``params`` describe (its ``summary.json``: the
+    same reward mode and dynamic sampling, all ``max_steps`` steps or a time budget that ended it), which ``arms``
+    then reuses as it is. An arm trained by notebook 04 is one: its reward cells are the notebook's own functions,
+    so resuming it through :func:`train` would refuse it as "made with other settings". A summary of another arm
+    is refused in one line (ValueError); no summary: not finished (``train`` resumes from the checkpoints)."""
+    path = out / SUMMARY
+    if not path.is_file():
+        return False
+    done = read_json(path)
+
+    def ran_with(key: str):  # a figure of the summary, else the value its settings record kept
+        return done[key] if key in done else (done.get("settings", {}).get(key) or {}).get("value")
+
+    asked = {"reward_mode": params["reward_mode"], "dynamic_sampling": bool(params.get("dynamic_sampling"))}
+    found = {"reward_mode": ran_with("reward_mode"), "dynamic_sampling": bool(ran_with("dynamic_sampling"))}
+    steps_ok = done.get("steps") == params["max_steps"] or params.get("max_time_minutes") is not None
+    if found != asked or not steps_ok:
+        raise ValueError(
+            f"{path}: a finished run of {found} with {done.get('steps')} steps, not this arm's {asked} with "
+            f"{params['max_steps']} steps; move that folder away to train the arm"
+        )
+    return True
+
+
 def control(args: argparse.Namespace, run: Path) -> dict:
     """The control arm (:func:`venus_utils.rl.control.train_control_arm`): the run's stopped SFT model trained on
     with SFT, with the settings its SFT stage ran with, for the model FLOPs the IGPO arm counted (its
@@ -261,7 +286,11 @@ def arms(args: argparse.Namespace) -> dict:
     for arm in (a for a in chosen if a != CONTROL_ARM):
         label, sets = ARMS[arm]
         overrides = [*args.sets, *(f"{k}={'true' if v is True else v}" for k, v in sets.items())]
-        jobs.append((label, run / ho.RL_ARMS[label], overrides))
+        out = run / ho.RL_ARMS[label]
+        if finished_arm(out, stage_params(args.params, STAGE, parse_sets(overrides))[0]):
+            print(f"[arms] {label}: finished in {out}, reused", flush=True)
+            continue
+        jobs.append((label, out, overrides))
     parallel = bool(args.parallel and len(jobs) > 1)
     started = time.perf_counter()
     if parallel:
