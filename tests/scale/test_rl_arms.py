@@ -187,6 +187,10 @@ def test_the_control_arm_continues_the_stopped_sft_run_for_the_igpo_arms_flops(m
     assert arms["training"]["train_flops"]["more SFT"] == control["train_flops"]
     assert all(c["n"] == 4 for c in arms["comparisons"] if "n" in c)
 
+    run_cli(args, timeout=600)  # again: both finished, reused; the control keeps the time it trained (seed 20 lost it)
+    again = json.loads((run / "04_igpo_rl_control" / "summary.json").read_text())
+    assert again["steps"] == control["steps"] and again["train_wall_s"] == control["train_wall_s"] > 0.5
+
 
 def test_finished_arms_are_reused_as_they_are_not_resumed(tmp_path, monkeypatch, capsys):
     """Issue 40, seed 20: ``rl arms --arms igpo,grpo,control`` after notebook 04 had trained the IGPO arm refused it
