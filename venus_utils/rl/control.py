@@ -79,3 +79,32 @@ def train_control_arm(
         flush=True,
     )
     return stage.finish(**figures, heldout_comparison=comparison, launched_from=launched_from)
+
+
+def control_reading(comparisons: dict[str, dict[str, Any]], control: dict[str, Any], rl_label: str) -> str:
+    """What a run's control says, in sentences built from its own numbers (notebook 04, section 9): ``comparisons``
+    as :func:`venus_utils.eval.heldout.compare_to` returns them for SFT, the control and the RL arm ``rl_label``
+    (the headline slice when the world has one), ``control`` the control's ``summary.json``. When more SFT wins, it
+    says what limits RL in this run and what would lift it."""
+    pair = comparisons[f"{rl_label} vs {ho.CONTROL}"]
+    pair = pair.get("headline") or pair
+    more = comparisons[ho.CONTROL].get("headline") or comparisons[ho.CONTROL]
+    rl = comparisons[rl_label].get("headline") or comparisons[rl_label]
+    where = "" if pair.get("slice", "all") == "all" else f"{pair['slice']} "
+    numbers = (
+        f"On the {pair['n']} {where}held-out questions, {rl_label} answers {pair['accuracy_after']:.3f} and more SFT {pair['accuracy_before']:.3f}: "
+        f"{pair['difference']:+.3f} [{pair['diff_ci_low']:+.3f}, {pair['diff_ci_high']:+.3f}], McNemar p = "
+        f"{pair['mcnemar_p']:.2g} ({pair['fixed']} fixed / {pair['broken']} broken)."
+    )
+    if pair["diff_ci_low"] > 0:
+        return f"{numbers} RL taught something that the same compute of SFT did not, on this seed."
+    if pair["diff_ci_high"] >= 0:
+        return f"{numbers} This run cannot tell RL from more training: the interval covers 0."
+    return (
+        f"{numbers} More SFT for the same compute does better. What limits RL here: it starts from an SFT model that "
+        f"stopped at step {control['start_step']} with room left: {control['steps']} more SFT steps (learning rate "
+        f"{control['learning_rate_start']:.3g} annealed to {control['learning_rate_floor']:.3g}) add "
+        f"{more['difference']:+.3f} over the stopped model, the RL arm {rl['difference']:+.3f} for the same FLOPs. "
+        "What would lift it: a stopping rule that lets SFT finish its schedule, then RL from that annealed model, "
+        "compared with more SFT from there (docs/experiments.md: seeds 20-25)."
+    )
