@@ -92,7 +92,8 @@ def control_reading(comparisons: dict[str, dict[str, Any]], control: dict[str, A
     rl = comparisons[rl_label].get("headline") or comparisons[rl_label]
     where = "" if pair.get("slice", "all") == "all" else f"{pair['slice']} "
     numbers = (
-        f"On the {pair['n']} {where}held-out questions, {rl_label} answers {pair['accuracy_after']:.3f} and more SFT {pair['accuracy_before']:.3f}: "
+        f"On the {pair['n']} {where}held-out questions, {rl_label} answers {pair['accuracy_after']:.3f} and more SFT "
+        f"{pair['accuracy_before']:.3f}: "
         f"{pair['difference']:+.3f} [{pair['diff_ci_low']:+.3f}, {pair['diff_ci_high']:+.3f}], McNemar p = "
         f"{pair['mcnemar_p']:.2g} ({pair['fixed']} fixed / {pair['broken']} broken)."
     )
