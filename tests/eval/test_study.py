@@ -57,6 +57,8 @@ def test_rl_that_beats_the_control_on_every_count_teaches(tmp_path, capsys):
     duel = result["pairs"]["RL (GRPO) vs more SFT"]
     assert duel["slice"] == ho.HEADLINE and duel["rows"]["20"]["n"] == N  # the easy questions stay out
     assert duel["rows"]["pooled"]["n"] == 6 * N and duel["rows"]["pooled"]["fixed"] == 42
+    assert all(isinstance(duel["rows"][k][c], int) for k in ("20", "pooled") for c in ("n", "fixed", "broken"))
+    assert isinstance(duel["rows"]["seeds"]["positive"], int)  # counts print as counts, not 6.0
 
     decision = decide(result)
     assert decision["sft_band"]["holds"] and decision["sft_band"]["inside"] == 6

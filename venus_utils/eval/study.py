@@ -28,6 +28,8 @@ from .heldout import CONTROL, HEADLINE, SCORED, SEEDS_ROW, arm_pairs, compare_ru
 
 IGPO, GRPO = "RL (IGPO)", "RL (GRPO)"
 POOLED = "pooled"
+#: the columns that count (questions, seeds): ints, though a table that mixes rows makes them floats
+COUNTS = ("n", "fixed", "broken", "both_right", "both_wrong", "seeds", "positive", "negative")
 
 
 @dataclass(frozen=True)
@@ -80,7 +82,8 @@ def study(runs: Sequence[str | Path]) -> dict[str, Any]:
         out = {}
         for row in rows.to_dict("records"):
             key = seeds.get(row["run"], row["run"])
-            out[key] = {k: v for k, v in row.items() if k not in ("run", "slice") and not _missing(v)}
+            kept = {k: v for k, v in row.items() if k not in ("run", "slice") and not _missing(v)}
+            out[key] = {k: int(v) if k in COUNTS else v for k, v in kept.items()}
         comparisons[f"{model} vs {baseline}"] = {"baseline": baseline, "model": model, "slice": slice_, "rows": out}
     return {"runs": [str(run) for run in runs], "seeds": list(seeds.values()), "models": labels, "pairs": comparisons}
 
@@ -178,7 +181,7 @@ def headline_table(result: dict[str, Any]) -> pd.DataFrame:
             if key == SEEDS_ROW:
                 row[name] = (
                     f"{r['mean_difference']:+.3f} [{_fmt(r['seed_ci_low'])}, {_fmt(r['seed_ci_high'])}], "
-                    f"{int(r['positive'])}+/{int(r['negative'])}−"
+                    f"{r['positive']}+/{r['negative']}−"
                 )
             else:
                 star = "*" if r["mcnemar_p"] < Rule.alpha else ""
