@@ -349,3 +349,13 @@ def test_install_keeps_the_runtimes_torch_and_transformers(extra, pin_torch, tmp
     assert not moved, f"pip would replace the runtime's {moved}"
     if extra:
         assert "unsloth" in planned
+
+
+def test_the_url_command_checks_and_refuses_in_one_line(capsys):
+    assert install.main(["--check"]) == 0
+    said = capsys.readouterr().out
+    assert "everywhere" in said and ("the placeholder" in said) == (install.repository_url() == install.PLACEHOLDER)
+    assert install.main(["--set-url", "http://example.org/x"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "error: not a GitHub repository URL (https://github.com/<owner>/<name>): 'http://example.org/x'"
+    )

@@ -30,10 +30,10 @@ from ..core.io import atomic_write
 from ..core.paths import REPO_ROOT
 
 DIST = "venus-recipe"
-PLACEHOLDER = "https://github.com/OWNER_NOT_SET/venus-recipe"
+PLACEHOLDER = "https://github.com/OWNER_NOT_SET/venus-recipe"  # until the repository is published
 #: ``REPO_URL = os.environ.get("VENUS_RECIPE_URL", "git+<url>")`` in every install cell
 CELL_URL = re.compile(r'(REPO_URL = os\.environ\.get\("VENUS_RECIPE_URL", "git\+)([^"]*)(")')
-#: ``repository = "<url>"`` under ``[project.urls]`` (a TOML basic string)
+#: ``Repository = "<url>"`` under ``[project.urls]`` (a TOML basic string)
 PYPROJECT_URL = re.compile(r'(?m)^(Repository = ")([^"]*)(")$')
 #: the Colab badge's link in the README: ``https://colab.research.google.com/github/<owner>/<name>/blob/...``
 BADGE_URL = re.compile(r"(https://colab\.research\.google\.com/github/)([^/\s)]+/[^/\s)]+)(/blob/)")
@@ -171,7 +171,9 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    print("\n".join(wrong) or f"the repository URL is {repository_url()} everywhere")
+    url = repository_url()
+    unset = " (the placeholder: --set-url it once the repository is public)" if url == PLACEHOLDER else ""
+    print("\n".join(wrong) or f"the repository URL is {url} everywhere{unset}")
     return 1 if wrong else 0
 
 
