@@ -91,6 +91,7 @@ def test_rl_that_beats_the_control_on_every_count_teaches(tmp_path, capsys):
         ("21", 2, -1.0, -0.3),
         ("pooled", 4, -1.0, -0.3),
     ]
+    assert all(isinstance(r["turns"], int) for r in kept["mechanism"])  # turns print as counts, not 1280.000
 
 
 def test_a_gain_on_too_few_seeds_or_below_the_margin_does_not_teach(tmp_path):

@@ -175,7 +175,8 @@ def mechanism(run_dirs: Sequence[str | Path], names: Sequence[str] | None = None
             ig = ig_by_tool(episodes)[[*keys, "turns", "mean_ig"]]
             adv = advantage_by_tool(episodes).rename(columns={"turns": "scored_turns"})
             table = ig.merge(adv, on=keys, how="outer")
-            table["turns"] = table["turns"].fillna(table["scored_turns"])  # the answer turn has advantages, no IG
+            # the answer turn has advantages, no IG; a count stays an int (the outer merge made it a float)
+            table["turns"] = table["turns"].fillna(table["scored_turns"]).astype(int)
             frames.append(table.assign(run=name, arm=f"RL ({arm})"))
     columns = ["arm", "run", *keys, "turns", "mean_ig", "mean_advantage", "share_pushed_down"]
     if not frames:
