@@ -118,3 +118,24 @@ def test_the_manifest_finds_a_missing_truncated_or_changed_file(tmp_path, monkey
     said = []
     assert resume_point(tmp_path, 10, log=said.append).checkpoint is None
     assert (tmp_path / "damaged" / "checkpoint-6").is_dir() and "weights.bin: missing" in said[0]
+
+
+def test_the_training_clock_reads_what_a_checkpoint_recorded_and_nothing_it_did_not(tmp_path):
+    """A resumed run's training time is its checkpoint's clock plus the call's; a checkpoint of older code (no
+    clock), a damaged or negative record, is unknown (None), never 0."""
+    import time
+
+    from venus_utils.core.checkpoints import TRAIN_CLOCK, TrainClock, read_train_clock, write_train_clock
+
+    assert read_train_clock(None) == 0.0  # training from the start
+    ckpt = _checkpoint(tmp_path, 2)
+    assert read_train_clock(ckpt) is None  # older code recorded none
+    write_train_clock(ckpt, 12.5)
+    assert read_train_clock(ckpt) == 12.5
+    clock = TrainClock(read_train_clock(ckpt))
+    time.sleep(0.01)
+    assert clock.seconds() > 12.5
+    assert TrainClock(None).seconds() is None
+    for bad in ('{"train_wall_s": -1}', '{"train_wall_s": "7"}', "[1]", "{not json"):
+        (ckpt / TRAIN_CLOCK).write_text(bad, encoding="utf-8")
+        assert read_train_clock(ckpt) is None, bad

@@ -15,6 +15,8 @@ import shutil
 
 import pytest
 
+from venus_utils.core.checkpoints import read_train_clock
+
 from .conftest import run_cli
 
 pytestmark = pytest.mark.slow
@@ -168,7 +170,8 @@ tok = AutoTokenizer.from_pretrained(run + "/00_setup/tiny_model")
 rows = examples_from_parquet(run + "/02_turn_aware_resampling/train.parquet", tok, max_length=p["max_length"]).rows
 cfg = SFTConfig.from_dict({k: v for k, v in p.items() if k in SFTConfig.__dataclass_fields__})
 result = launch_sft(2, cfg, run + "/00_setup/tiny_model", rows, out)
-print("RESULT", json.dumps({"steps": result.steps, "losses": [h["loss"] for h in result.train_logs]}))
+print("RESULT", json.dumps({"steps": result.steps, "losses": [h["loss"] for h in result.train_logs],
+                           "wall_s": result.wall_s}))
 """
 
 
@@ -179,3 +182,5 @@ def test_notebook_launcher_path_trains_in_two_processes(sft_runs, micro_run, tmp
     one = [h["loss"] for h in json.loads((sft_runs / "one" / "train_history.json").read_text()) if "loss" in h]
     assert got["steps"] == 4 and got["losses"] == pytest.approx(one, rel=LOSS_RTOL)
     assert (tmp_path / "nb" / "model" / "model.safetensors").exists()
+    # the time it trained, read back from the run folder: its last checkpoint's clock (train_to_end)
+    assert got["wall_s"] == read_train_clock(tmp_path / "nb" / "checkpoints" / "checkpoint-4") > 0

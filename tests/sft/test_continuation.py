@@ -6,9 +6,16 @@ import math
 
 import pytest
 
+from venus_utils.core.checkpoints import read_train_clock, write_train_clock
 from venus_utils.core.io import write_json
 from venus_utils.sft.config import SFTConfig
-from venus_utils.sft.continuation import control_steps, lr_factor, step_flops, stopped_checkpoint
+from venus_utils.sft.continuation import (
+    control_steps,
+    lr_factor,
+    seed_checkpoints,
+    step_flops,
+    stopped_checkpoint,
+)
 
 
 def test_the_schedule_starts_where_sft_stopped_and_anneals_to_the_floor():
@@ -51,3 +58,21 @@ def test_a_run_that_never_finished_cannot_be_continued(tmp_path):
     write_json(tmp_path / "checkpoints" / "finished.json", {"step": 5, "limits": {}})
     with pytest.raises(FileNotFoundError, match="checkpoint-5"):
         stopped_checkpoint(tmp_path)
+
+
+def test_the_control_starts_from_a_copy_of_the_stopped_checkpoint_with_its_own_clock(tmp_path):
+    """The copy's training clock starts at zero (the control's training time is its own, not SFT's 30 minutes);
+    the SFT run's checkpoint is left as it was, and a control with checkpoints of its own is not seeded again."""
+    sft = tmp_path / "03_sft"
+    ckpt = sft / "checkpoints" / "checkpoint-5"
+    write_json(ckpt / "trainer_state.json", {"global_step": 5, "log_history": [{"step": 5, "learning_rate": 2e-4}]})
+    write_train_clock(ckpt, 1800.0)
+    write_json(sft / "checkpoints" / "finished.json", {"step": 5, "limits": {}})
+    write_json(sft / "checkpoints" / "resume_settings.json", {})
+    control = tmp_path / "04_control"
+    assert seed_checkpoints(sft, control) == (5, 2e-4)
+    copy = control / "checkpoints" / "checkpoint-5"
+    assert read_train_clock(copy) == 0.0 and read_train_clock(ckpt) == 1800.0
+    write_train_clock(copy, 60.0)  # the control trained on
+    seed_checkpoints(sft, control)
+    assert read_train_clock(copy) == 60.0 and not list((control / "checkpoints").glob(".*partial"))

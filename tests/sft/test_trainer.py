@@ -2,6 +2,7 @@
 
 import pytest
 
+from venus_utils.core.checkpoints import read_train_clock
 from venus_utils.modeling import synthetic_conversations
 from venus_utils.sft import SFTConfig, build_examples, train_sft
 
@@ -64,8 +65,10 @@ def test_killed_run_resumes_from_its_last_checkpoint_and_matches(micro_model_dir
     with pytest.raises(KeyboardInterrupt):
         train_sft(_cfg(), micro_model_dir, rows, tmp_path / "b", callbacks=[Kill()])
     assert (tmp_path / "b" / "checkpoints" / "checkpoint-2").is_dir() and not (tmp_path / "b" / "model").exists()
+    trained_before = read_train_clock(tmp_path / "b" / "checkpoints" / "checkpoint-2")
     resumed = train_sft(_cfg(), micro_model_dir, rows, tmp_path / "b")
     assert resumed.resumed_from.endswith("checkpoint-2") and resumed.steps == 4
+    assert 0 < trained_before < resumed.wall_s  # the training time counts the killed call's, up to its checkpoint
     a = _weights(tmp_path / "a" / "checkpoints" / "checkpoint-4")
     b = _weights(tmp_path / "b" / "checkpoints" / "checkpoint-4")
     assert a.keys() == b.keys()
@@ -142,6 +145,9 @@ def test_rerunning_a_finished_run_trains_nothing_and_says_so(micro_model_dir, ro
     assert first.steps == again.steps == 4 and again.resumed_from.endswith("checkpoint-4")
     assert not (tmp_path / "checkpoints" / "checkpoint-5").exists()
     assert "already finished" in capsys.readouterr().out and (tmp_path / "model").stat().st_mtime == exported
+    # the time it trained (its last checkpoint's clock), not this call's ~0 s
+    assert again.wall_s == read_train_clock(tmp_path / "checkpoints" / "checkpoint-4")
+    assert 0 < again.wall_s <= first.wall_s and again.summary()["wall_s"] == round(again.wall_s, 1)
     more = train_sft(_cfg(max_steps=6), micro_model_dir, rows, tmp_path)  # a higher limit continues the run
     assert more.steps == 6
 

@@ -20,6 +20,10 @@ one when run again.  Two things can go wrong with the Trainer's own behaviour, a
   into ``damaged/`` with a message naming it and the file, and the resume continues from the newest intact one.
 - **A full disk** during a save is reported as such (:func:`venus_utils.core.io.explain_disk_full`), the partial save
   removed and the earlier checkpoints left intact.
+- **The training time of a resumed run** was the last call's (a rerun of a finished run: ~0 s).  Each checkpoint
+  records the seconds spent training up to it across calls (:data:`TRAIN_CLOCK`, :class:`TrainClock`), and
+  :func:`train_to_end` returns the run's: the resumed checkpoint's plus this call's (the time after the last
+  checkpoint of an interrupted call, trained again, is not counted twice).
 """
 
 from __future__ import annotations
@@ -30,9 +34,10 @@ import json
 import os
 import shutil
 import struct
+import time
 import zipfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +50,7 @@ FINISHED = "finished.json"
 TRAINER_STATE = "trainer_state.json"  # the Trainer writes it after the weights, optimizer and RNG states
 RESUME_SETTINGS = "resume_settings.json"
 MANIFEST = "checkpoint_manifest.json"  # written last into each checkpoint: its files' sizes and hashes
+TRAIN_CLOCK = "train_clock.json"  # in each checkpoint: seconds spent training up to it, across calls (TrainClock)
 FULL_HASH_BYTES = 64 * 2**20  # files up to this size are hashed whole; larger ones by their size, first and last MiB
 EDGE_BYTES = 2**20
 
@@ -347,7 +353,10 @@ class AtomicCheckpoints:
                 super()._save_checkpoint(model, trial)
                 self.accelerator.wait_for_everyone()
                 if self.args.should_save:
-                    write_manifest(staging / name)  # the last file: the checkpoint is whole from here on
+                    write_manifest(staging / name)  # the checkpoint is whole from here on
+                    clock = getattr(self, "train_clock", None)
+                    if clock is not None:  # a record about the run, not needed to resume: outside the manifest
+                        write_train_clock(staging / name, clock.seconds())
         except OSError as exc:
             if self.args.should_save and exc.errno in (errno.ENOSPC, errno.EDQUOT):
                 shutil.rmtree(staging, ignore_errors=True)  # give the space back at once
@@ -396,14 +405,50 @@ def prepare_resume(
     return resume_point(folder, max_steps, limits, main_process=main_process)
 
 
+@dataclass
+class TrainClock:
+    """Seconds spent training a run across the calls that trained it: ``before`` (the resumed checkpoint's
+    :data:`TRAIN_CLOCK`; None when unknown: a checkpoint of older code) plus the time since ``started``."""
+
+    before: float | None = 0.0
+    started: float = field(default_factory=time.perf_counter)
+
+    def seconds(self) -> float | None:
+        return None if self.before is None else round(self.before + time.perf_counter() - self.started, 3)
+
+
+def write_train_clock(checkpoint: str | Path, seconds: float | None) -> Path:
+    """Record in ``checkpoint`` the seconds spent training up to it (:data:`TRAIN_CLOCK`; None: unknown)."""
+    return write_json(Path(checkpoint) / TRAIN_CLOCK, {"train_wall_s": seconds})
+
+
+def read_train_clock(checkpoint: str | Path | None) -> float | None:
+    """The seconds of training a checkpoint recorded (0 without a checkpoint; None when it recorded none)."""
+    if checkpoint is None:
+        return 0.0
+    try:
+        value = read_json(Path(checkpoint) / TRAIN_CLOCK).get("train_wall_s")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return float(value) if isinstance(value, int | float) and value >= 0 else None
+
+
 def train_to_end(
     trainer, point: ResumePoint, folder: str | Path, max_steps: int | None, limits: dict[str, Any]
-) -> None:
+) -> float | None:
     """:func:`train_or_restore`, then record a run that ended normally (:func:`mark_finished`) so that a rerun under
-    the same ``limits`` trains nothing."""
+    the same ``limits`` trains nothing.  Returns the seconds spent training the run up to its end, across calls
+    (:class:`TrainClock`; a finished run rerun: the time its last checkpoint recorded), or None when a checkpoint it
+    resumed from did not record it."""
+    before = read_train_clock(point.checkpoint)
+    if point.finished:
+        train_or_restore(trainer, point, max_steps)
+        return before
+    trainer.train_clock = TrainClock(before)  # AtomicCheckpoints writes it into each checkpoint
     train_or_restore(trainer, point, max_steps)
-    if not point.finished and trainer.accelerator.is_main_process:
+    if trainer.accelerator.is_main_process:
         mark_finished(folder, trainer.state.global_step, limits)
+    return trainer.train_clock.seconds()
 
 
 def train_or_restore(trainer, point: ResumePoint, max_steps: int | None, log: Callable[[str], Any] = print):

@@ -59,8 +59,8 @@ def train_control_arm(
     sft_dir, world_dir, _ = stage_inputs(stage, offline, train_qa)
     before = read_json(stage.dir / SUMMARY) if (stage.dir / SUMMARY).is_file() else {}
     figures = train_control(stage, params, float(budget_flops))
-    if before.get("steps") == figures["steps"] and before.get("train_wall_s"):  # finished before, reused now:
-        figures["train_wall_s"] = before["train_wall_s"]  # the time it trained, not this call's ~0 s
+    if figures["train_wall_s"] is None and before.get("steps") == figures["steps"] and before.get("train_wall_s"):
+        figures["train_wall_s"] = before["train_wall_s"]  # checkpoints of older code keep no clock: its summary's
     comparison: dict = {}
     questions, settings = heldout_eval(stage, sft_dir, heldout_qa, world_dir, heldout_n, seed, device)
     if questions is not None:  # the same greedy held-out evaluation as the RL arms'

@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..core.checkpoints import TRAINER_STATE
+from ..core.checkpoints import TRAINER_STATE, write_train_clock
 from ..core.io import read_json
 from ..core.paths import RESAMPLING_STAGE, SETUP_STAGE, SFT_STAGE
 from ..core.perf import forward_flops_parts
@@ -112,13 +112,16 @@ def control_steps(budget_flops: float, per_step: float) -> int:
 
 def seed_checkpoints(sft_dir: str | Path, out_dir: str | Path) -> tuple[int, float]:
     """Copy the stopped SFT run's last checkpoint and its resume record into ``out_dir/checkpoints`` (once: a
-    control that has checkpoints of its own resumes from them).  Returns ``(step, learning rate)`` it stopped at."""
+    control that has checkpoints of its own resumes from them), its training clock set to zero (the control's
+    ``train_wall_s`` is its own training, not SFT's).  Returns ``(step, learning rate)`` it stopped at."""
     checkpoint, step, rate = stopped_checkpoint(sft_dir)
     target = Path(out_dir) / "checkpoints"
     if not any(target.glob("checkpoint-*")):
         target.mkdir(parents=True, exist_ok=True)
-        shutil.copytree(checkpoint, target / f".{checkpoint.name}.partial", dirs_exist_ok=True)
-        (target / f".{checkpoint.name}.partial").rename(target / checkpoint.name)
+        partial = target / f".{checkpoint.name}.partial"
+        shutil.copytree(checkpoint, partial, dirs_exist_ok=True)
+        write_train_clock(partial, 0.0)
+        partial.rename(target / checkpoint.name)
         shutil.copy2(checkpoint.parent / RESUME_RECORD, target / RESUME_RECORD)
     return step, rate
 
@@ -180,6 +183,6 @@ def train_control(stage: Any, params: dict[str, Any], budget_flops: float) -> di
         learning_rate_floor=floor * cfg.learning_rate,
         loss_first=losses[0] if losses else None,
         loss_last=losses[-1] if losses else None,
-        train_wall_s=round(result.wall_s, 1),
+        train_wall_s=None if result.wall_s is None else round(result.wall_s, 1),
         model_dir=str(result.model_dir) if result.model_dir else None,
     )

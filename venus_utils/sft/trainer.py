@@ -28,10 +28,17 @@ from typing import Any
 
 from ..agent.settings import check_model_agent_settings, write_model_agent_settings
 from ..core.callbacks import eval_loss_stop, time_limit
-from ..core.checkpoints import AtomicCheckpoints, ResumePoint, prepare_resume, train_to_end
+from ..core.checkpoints import (
+    FINISHED,
+    AtomicCheckpoints,
+    ResumePoint,
+    prepare_resume,
+    read_train_clock,
+    train_to_end,
+)
 from ..core.distributed import is_main_process, world_size
 from ..core.env import available
-from ..core.io import atomic_dir, write_json
+from ..core.io import atomic_dir, read_json, write_json
 from ..core.locks import hold
 from ..core.perf import FlopCounter
 from .batching import Collator, LengthGroupedSampler, count_units, masked_lm_loss
@@ -237,7 +244,7 @@ class SFTResult:
     adapter_dir: Path | None
     history: list[dict[str, Any]] = field(default_factory=list)
     steps: int = 0
-    wall_s: float = 0.0
+    wall_s: float | None = 0.0  # seconds spent training, across resumed calls (None: a checkpoint did not record it)
     tokens_seen: int = 0
     resumed_from: str | None = None
 
@@ -248,6 +255,13 @@ class SFTResult:
         history = json.loads((out_dir / "train_history.json").read_text(encoding="utf-8"))
         logs = [h for h in history if "loss" in h]
         ends = [h for h in history if "train_runtime" in h]
+        try:  # the time the run trained, across calls: its last checkpoint's clock (train_to_end)
+            finished = int(read_json(out_dir / "checkpoints" / FINISHED)["step"])
+            wall = read_train_clock(out_dir / "checkpoints" / f"checkpoint-{finished}")
+        except (OSError, ValueError, KeyError, TypeError):
+            wall = None
+        if wall is None:  # checkpoints of older code: the last call's runtime
+            wall = float(ends[-1]["train_runtime"]) if ends else None
         return cls(
             engine=engine,
             out_dir=out_dir,
@@ -255,7 +269,7 @@ class SFTResult:
             adapter_dir=out_dir / "adapter" if finetuning == "lora" else None,
             history=history,
             steps=max((h.get("step", 0) for h in history), default=0),
-            wall_s=float(ends[-1]["train_runtime"]) if ends else 0.0,
+            wall_s=wall,
             tokens_seen=int(logs[-1].get("tokens_seen", 0)) if logs else 0,
         )
 
@@ -270,7 +284,7 @@ class SFTResult:
         return {
             "engine": self.engine,
             "steps": self.steps,
-            "wall_s": round(self.wall_s, 1),
+            "wall_s": None if self.wall_s is None else round(self.wall_s, 1),
             "loss_first": logs[0]["loss"] if logs else None,
             "loss_last": logs[-1]["loss"] if logs else None,
             "eval_loss_last": evals[-1] if evals else None,
@@ -525,9 +539,7 @@ def _train_sft(
             limits=finish_limits(cfg),
             main_process=is_main_process(),
         )
-    t0 = time.perf_counter()
-    train_to_end(trainer, point, checkpoints_dir, cfg.max_steps, finish_limits(cfg))
-    wall = time.perf_counter() - t0
+    wall = train_to_end(trainer, point, checkpoints_dir, cfg.max_steps, finish_limits(cfg))
     if val_rows and not point.finished:
         trainer.evaluate()
     model_dir, adapter_dir = _export_trained(trainer, tokenizer, point, cfg, engine, out_dir, agent_settings)
