@@ -86,10 +86,11 @@ def control_reading(comparisons: dict[str, dict[str, Any]], control: dict[str, A
     as :func:`venus_utils.eval.heldout.compare_to` returns them for SFT, the control and the RL arm ``rl_label``
     (the headline slice when the world has one), ``control`` the control's ``summary.json``. When more SFT wins, it
     says what limits RL in this run and what would lift it."""
-    pair = comparisons[f"{rl_label} vs {ho.CONTROL}"]
-    pair = pair.get("headline") or pair
-    more = comparisons[ho.CONTROL].get("headline") or comparisons[ho.CONTROL]
-    rl = comparisons[rl_label].get("headline") or comparisons[rl_label]
+
+    def headline(key: str) -> dict[str, Any]:  # the headline slice's figures where the world has one
+        return comparisons[key].get("headline") or comparisons[key]
+
+    pair, more, rl = headline(f"{rl_label} vs {ho.CONTROL}"), headline(ho.CONTROL), headline(rl_label)
     where = "" if pair.get("slice", "all") == "all" else f"{pair['slice']} "
     numbers = (
         f"On the {pair['n']} {where}held-out questions, {rl_label} answers {pair['accuracy_after']:.3f} and more SFT "
