@@ -158,7 +158,12 @@ def test_the_control_arm_continues_the_stopped_sft_run_for_the_igpo_arms_flops(m
     run = tmp_path / "run"
     shutil.copytree(micro_run, run, symlinks=True)
     sft = ["--params", "params/smoke.yaml", "--run-dir", str(run)]
-    run_cli(["-m", "venus_utils.sft", "train", *sft, "--set", "max_steps=3", "--set", "save_steps=3"], timeout=300)
+    sft_train = ["-m", "venus_utils.sft", "train", *sft, "--set", "max_steps=3", "--set", "save_steps=3"]
+    run_cli(sft_train, timeout=300)
+    trained = json.loads((run / "03_sft_unsloth" / "summary.json").read_text())["train_wall_s"]
+    run_cli(sft_train, timeout=300)  # finished: trains nothing, and reports the time it trained
+    again = json.loads((run / "03_sft_unsloth" / "summary.json").read_text())
+    assert again["train_wall_s"] == trained > 0 and again["steps"] == 3
     rl_sets = ["filter_samples=0", "max_steps=1", "max_turns=2", "max_tokens_per_turn=16", "heldout_n=4"]
     args = [
         "-m",
