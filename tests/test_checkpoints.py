@@ -9,6 +9,7 @@ from venus_utils.core.checkpoints import (
     checkpoint_problem,
     checkpoints,
     discard_incomplete,
+    finished_checkpoint,
     guard_resume,
     is_complete,
     mark_finished,
@@ -95,6 +96,15 @@ def test_a_run_is_finished_at_max_steps_or_when_recorded_under_the_same_limits(t
     assert resume_point(tmp_path, 100, limits).finished
     assert not resume_point(tmp_path, 100, {**limits, "max_time_minutes": 40.0}).finished  # a bigger budget continues
     assert "already finished" in resume_point(tmp_path, 100, limits).describe(100)
+    assert finished_checkpoint(tmp_path) == (15, tmp_path / "checkpoint-15")  # the one its model came from
+
+
+def test_finished_checkpoint_says_when_no_run_finished_or_the_record_is_not_one(tmp_path):
+    with pytest.raises(FileNotFoundError, match="finished.json missing"):
+        finished_checkpoint(tmp_path)
+    (tmp_path / "finished.json").write_text('{"limits": {}}')
+    with pytest.raises(ValueError, match="not a finished-run record"):
+        finished_checkpoint(tmp_path)
 
 
 def test_the_manifest_finds_a_missing_truncated_or_changed_file(tmp_path, monkeypatch):

@@ -323,6 +323,20 @@ def mark_finished(folder: str | Path, step: int, limits: dict[str, Any] | None =
     write_json(Path(folder) / FINISHED, {"step": int(step), "limits": _json_roundtrip(limits or {})})
 
 
+def finished_checkpoint(folder: str | Path) -> tuple[int, Path]:
+    """``(step, checkpoint folder)`` of the run in ``folder`` that ended normally (:func:`mark_finished`): the
+    checkpoint its model was exported from.  FileNotFoundError when no run there finished (no record)."""
+    folder = Path(folder)
+    record = folder / FINISHED
+    if not record.is_file():
+        raise FileNotFoundError(f"{folder}: no finished run ({FINISHED} missing)")
+    try:
+        step = int(read_json(record)["step"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"{record}: not a finished-run record ({exc})") from exc
+    return step, folder / f"checkpoint-{step}"
+
+
 class AtomicCheckpoints:
     """Mixin for a ``transformers.Trainer`` subclass: ``checkpoint-N`` appears only once complete.
 

@@ -28,8 +28,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..core.checkpoints import TRAINER_STATE, write_train_clock
-from ..core.io import read_json
+from ..core.checkpoints import FINISHED, TRAINER_STATE, finished_checkpoint, write_train_clock
 from ..core.paths import RESAMPLING_STAGE, SETUP_STAGE, SFT_STAGE
 from ..core.perf import forward_flops_parts
 from .batching import LengthGroupedSampler, round_up
@@ -47,11 +46,10 @@ def stopped_checkpoint(sft_dir: str | Path) -> tuple[Path, int, float]:
     """``(checkpoint folder, step, learning rate at that step)`` of a finished SFT stage's last checkpoint (the one
     its model was exported from)."""
     folder = Path(sft_dir) / "checkpoints"
-    finished = folder / "finished.json"
-    if not finished.is_file():
-        raise FileNotFoundError(f"{folder}: no finished SFT run to continue (finished.json missing)")
-    step = int(read_json(finished)["step"])
-    checkpoint = folder / f"checkpoint-{step}"
+    try:
+        step, checkpoint = finished_checkpoint(folder)
+    except FileNotFoundError as exc:
+        raise FileNotFoundError(f"{folder}: no finished SFT run to continue ({FINISHED} missing)") from exc
     if not (checkpoint / TRAINER_STATE).is_file():
         raise FileNotFoundError(f"{checkpoint}: the stopped run's last checkpoint is missing (save_total_limit?)")
     state = json.loads((checkpoint / TRAINER_STATE).read_text(encoding="utf-8"))

@@ -29,16 +29,16 @@ from typing import Any
 from ..agent.settings import check_model_agent_settings, write_model_agent_settings
 from ..core.callbacks import eval_loss_stop, time_limit
 from ..core.checkpoints import (
-    FINISHED,
     AtomicCheckpoints,
     ResumePoint,
+    finished_checkpoint,
     prepare_resume,
     read_train_clock,
     train_to_end,
 )
 from ..core.distributed import is_main_process, world_size
 from ..core.env import available
-from ..core.io import atomic_dir, read_json, write_json
+from ..core.io import atomic_dir, write_json
 from ..core.locks import hold
 from ..core.perf import FlopCounter
 from .batching import Collator, LengthGroupedSampler, count_units, masked_lm_loss
@@ -256,8 +256,7 @@ class SFTResult:
         logs = [h for h in history if "loss" in h]
         ends = [h for h in history if "train_runtime" in h]
         try:  # the time the run trained, across calls: its last checkpoint's clock (train_to_end)
-            finished = int(read_json(out_dir / "checkpoints" / FINISHED)["step"])
-            wall = read_train_clock(out_dir / "checkpoints" / f"checkpoint-{finished}")
+            wall = read_train_clock(finished_checkpoint(out_dir / "checkpoints")[1])
         except (OSError, ValueError, KeyError, TypeError):
             wall = None
         if wall is None:  # checkpoints of older code: the last call's runtime
