@@ -9,7 +9,7 @@ import pytest
 from venus_utils.core.io import read_json, write_jsonl
 from venus_utils.eval import heldout as ho
 from venus_utils.eval.__main__ import main
-from venus_utils.eval.study import Rule, decide, headline_table, study
+from venus_utils.eval.study import Rule, decide, headline_table, markdown_table, study
 
 N = 100  # hard/heldout questions per seed; 20 easy ones beside them, outside the slice
 
@@ -92,6 +92,14 @@ def test_rl_that_beats_the_control_on_every_count_teaches(tmp_path, capsys):
         ("pooled", 4, -1.0, -0.3),
     ]
     assert all(isinstance(r["turns"], int) for r in kept["mechanism"])  # turns print as counts, not 1280.000
+
+    md = markdown_table(headline_table(result)).splitlines()
+    assert md[0].startswith("| seed | SFT |") and md[1] == "|" + "---|" * len(headline_table(result).columns)
+    assert len(md) == 2 + 8 and md[2].startswith("| 20 | 0.400 |")
+    assert md[-2].startswith("| pooled by question |") and "| +0.070* |" in md[-2]
+    assert md[-1].startswith("| seed as the unit") and "6+/0−" in md[-1]
+    assert main(["study", *map(str, runs), "--markdown"]) == 0
+    assert "\n".join(md) in capsys.readouterr().out
 
 
 def test_a_gain_on_too_few_seeds_or_below_the_margin_does_not_teach(tmp_path):

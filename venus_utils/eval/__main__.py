@@ -5,7 +5,7 @@
         [--split val] [--n 200] [--max-turns 14] [--out runs/cpu/validation_sft.parquet]
     python -m venus_utils.eval keep runs/cpu-hard-seed10 --out results/cpu-hard-seed10
     python -m venus_utils.eval rejudge runs/cpu
-    python -m venus_utils.eval study results/cpu-lesson-seed2{0..5} [--json F]
+    python -m venus_utils.eval study results/cpu-lesson-seed2{0..5} [--json F] [--markdown]
 
 Pairs ``--model`` with ``--baseline`` question by question in each run folder (their greedy held-out results,
 written by notebooks 03 and 04 or ``python -m venus_utils.rl train``) and over all the runs together
@@ -52,7 +52,7 @@ from .heldout import (
     rejudge,
     summary,
 )
-from .study import decide, headline_table, study
+from .study import decide, headline_table, markdown_table, study
 
 COLUMNS = ["run", "slice", "n", "accuracy_before", "accuracy_after", "difference", "diff_ci_low", "diff_ci_high"]
 COLUMNS += ["fixed", "broken", "mcnemar_p", "detectable_difference", "verdict"]
@@ -101,7 +101,7 @@ def run_study(args) -> int:
     table = headline_table(result)
     slices = sorted({p["slice"] for p in result["pairs"].values()})
     print(f"{', '.join(slices)}, accuracy and paired difference (* McNemar p < 0.05), per seed, pooled, seed-level:")
-    print(table.to_string(index=False))
+    print(markdown_table(table) if args.markdown else table.to_string(index=False))
     print("\nthe registered rule:")
     print("\n".join(decision["lines"]))
     how = mechanism(result["runs"], result["seeds"])
@@ -152,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     s = sub.add_parser("study", help="a multi-seed study read as registered: the headline table and the decision")
     s.add_argument("runs", nargs="+", help="one run folder per seed, e.g. results/cpu-lesson-seed20 ...")
     s.add_argument("--json", default=None, help="also write the comparisons, the table and the decision to this file")
+    s.add_argument("--markdown", action="store_true", help="print the headline table as Markdown (the README's copy)")
     k = sub.add_parser("keep", help="copy a run's held-out results into a folder to commit (results/<run>)")
     k.add_argument("run", help="the run folder, e.g. runs/cpu-hard-seed10")
     k.add_argument("--out", required=True, help="where to copy them, e.g. results/cpu-hard-seed10")

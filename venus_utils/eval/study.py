@@ -10,8 +10,9 @@ The rule is issue 40's, written before seeds 20-25 ran (docs/experiments.md, "Pr
    ``positive_seeds`` seeds and a seed-level 95% interval above zero.
 3. IGPO against GRPO: the pooled paired difference with the smallest difference the test detects.
 
-``python -m venus_utils.eval study results/cpu-lesson-seed2{0..5} [--json F]`` prints the table the README's headline
-copies (one row per seed, the pooled row, the seed-level row) and the decision.
+``python -m venus_utils.eval study results/cpu-lesson-seed2{0..5} [--json F] [--markdown]`` prints the table the
+README's headline copies (one row per seed, the pooled row, the seed-level row; ``--markdown``: as a Markdown table)
+and the decision.
 """
 
 from __future__ import annotations
@@ -188,6 +189,22 @@ def headline_table(result: dict[str, Any]) -> pd.DataFrame:
                 row[name] = f"{r['difference']:+.3f}{star}"
         rows.append(row)
     return pd.DataFrame(rows).fillna("")
+
+
+def markdown_table(table: pd.DataFrame) -> str:
+    """``table`` (:func:`headline_table`) as the Markdown table the README copies: the pooled and seed-level rows
+    named in words, every cell as printed (a ``|`` in a cell escaped)."""
+    names = {POOLED: "pooled by question", SEEDS_ROW: "seed as the unit (mean, t-interval, sign count)"}
+    columns = list(table.columns)
+
+    def cell(value: Any) -> str:
+        return str(value).replace("|", "\\|")
+
+    lines = ["| " + " | ".join(map(cell, columns)) + " |", "|" + "---|" * len(columns)]
+    for row in table.to_dict("records"):
+        row = {**row, columns[0]: names.get(str(row[columns[0]]), row[columns[0]])}
+        lines.append("| " + " | ".join(cell(row[c]) for c in columns) + " |")
+    return "\n".join(lines)
 
 
 def _acc(x: float | None) -> str:
