@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
 
+import psutil
 import pytest
 
 from venus_utils.core.paths import REPO_ROOT
@@ -239,3 +246,67 @@ def test_finished_arms_are_reused_as_they_are_not_resumed(tmp_path, monkeypatch,
     assert cli.finished_arm(tmp_path / "04_igpo_rl", {**smoke, "max_steps": 40, "max_time_minutes": 5.0})
     assert cli.main([*argv, "--run-dir", str(tmp_path), "--set", "max_steps=3"]) == 2
     assert "move that folder away to train the arm" in capsys.readouterr().err
+
+
+def _arm_processes(parent: psutil.Process) -> list[psutil.Process]:
+    try:
+        return [p for p in parent.children(recursive=True) if "venus_utils.rl" in " ".join(p.cmdline())]
+    except psutil.Error:
+        return []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum, status", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_signal_to_parallel_arms_leaves_no_trainer_running(micro_run, tmp_path, signum, status):
+    """``rl arms --parallel`` stopped by SIGTERM or SIGINT ends both arms' trainers (each in a session of its own, so
+    nothing is orphaned under PID 1 holding its folder's lock), says so in one line, exits 128 + the signal; each
+    arm's log keeps what it held before, with a header per call (never truncated under a live writer)."""
+    run = tmp_path / "run"
+    shutil.copytree(micro_run, run, symlinks=True)
+    shutil.copytree(run / "00_setup" / "tiny_model", run / "03_sft_unsloth" / "model")
+    (run / "03_sft_unsloth" / "summary.json").write_text('{"stage": "03_sft_unsloth"}')
+    logs = [run / "04_igpo_rl.log", run / "04_igpo_rl_grpo.log"]
+    for log in logs:
+        log.write_text("an earlier call's line\n")
+    cmd = [sys.executable, "-m", "venus_utils.rl", "arms", "--arms", "igpo,grpo", "--parallel"]
+    cmd += ["--params", "params/smoke.yaml", "--run-dir", str(run), "--set", "max_steps=500"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO_ROOT)}
+    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        parent, deadline, arms = psutil.Process(proc.pid), time.monotonic() + 180, []
+        while time.monotonic() < deadline and proc.poll() is None:
+            arms = _arm_processes(parent)
+            # both trainers started and have their folders (they hold their locks from then on)
+            if len(arms) == 2 and all((run / d / ".venus.lock").is_file() for d in ("04_igpo_rl", "04_igpo_rl_grpo")):
+                break
+            time.sleep(0.3)
+        else:
+            pytest.fail(f"the arms never started: {proc.communicate(timeout=30)}")
+        time.sleep(3)  # into their training loops
+        groups = {os.getpgid(p.pid) for p in arms}
+        assert os.getpgid(proc.pid) not in groups  # each trainer in a session of its own
+        proc.send_signal(signum)
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == status, stderr[-3000:]
+    said = [line for line in stderr.splitlines() if "stopped by" in line]
+    assert len(said) == 1 and signal.Signals(signum).name in said[0] and "same command again" in said[0], stderr
+    assert "Traceback" not in stderr, stderr[-3000:]
+    time.sleep(0.5)
+    assert not [p.pid for p in arms if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert not [p.pid for p in psutil.process_iter() if _pgid(p.pid) in groups]
+    for folder in ("04_igpo_rl", "04_igpo_rl_grpo"):  # nobody holds an arm's lock: a rerun may take it
+        with open(run / folder / ".venus.lock", "a") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    for log in logs:
+        text = log.read_text()
+        assert text.startswith("an earlier call's line\n") and "\n== " in text and "venus_utils.rl train" in text
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None

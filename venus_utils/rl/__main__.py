@@ -28,16 +28,20 @@ RL models are scored on it greedily, as in notebook 04 (``heldout_rl.parquet`` a
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import psutil
+
 from ..core.distributed import is_main_process, world_size
 from ..core.io import read_json, read_jsonl, write_json
 from ..core.paths import CONTROL_DIR, SFT_STAGE
 from ..core.stage import SUMMARY, Stage, resolve_run_dir
+from ..core.stopping import end_processes
 from ..eval import heldout as ho
 from ..eval.judge import Judge, judge_function
 from ..run.cli import parse_sets, run_cli, stage_params
@@ -238,8 +242,14 @@ def _train_in_parallel(params: str, run: Path, jobs: list[tuple[str, Path, list[
             log = out.parent / f"{out.name}.log"
             cmd = [sys.executable, "-m", "venus_utils.rl", "train", "--params", params, "--run-dir", str(run)]
             cmd += ["--out", str(out), *(x for s in sets for x in ("--set", s))]
-            with open(log, "w", encoding="utf-8") as fh:  # the child holds its own handle
-                procs[label] = (subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env), log)
+            with open(
+                log, "a", encoding="utf-8"
+            ) as fh:  # appended: an earlier call's lines stay; the child holds its own
+                fh.write(f"\n== {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(cmd[1:])}\n")
+                fh.flush()
+                # a session of its own: a terminal's Ctrl-C reaches this process alone, which ends every arm in order
+                child = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+                procs[label] = (child, log)
             pid = procs[label][0].pid
             print(f"[arms] {label}: training in process {pid} ({threads} threads), log {log}", flush=True)
         seconds, failed = {}, []
@@ -253,10 +263,13 @@ def _train_in_parallel(params: str, run: Path, jobs: list[tuple[str, Path, list[
                         tail = "\n".join(log.read_text(encoding="utf-8", errors="replace").splitlines()[-15:])
                         failed.append(f"{label} (exit code {proc.returncode}; {log}):\n{tail}")
             time.sleep(2)
-    finally:  # interrupted: stop the arms still running (each resumes from its newest checkpoint)
+    finally:  # interrupted: stop the arms still running and wait for them (each resumes from its newest checkpoint)
+        running = []
         for proc, _ in procs.values():
-            if proc.poll() is None:
-                proc.terminate()
+            with contextlib.suppress(psutil.Error):
+                if proc.poll() is None:
+                    running.append(psutil.Process(proc.pid))
+        end_processes(running, {p.pid for p in running})  # each arm's session: what the arm started too
     if failed:
         raise ValueError("arms that failed: " + "\n".join(failed))
     return seconds

@@ -14,6 +14,9 @@ Python programs, so any launcher runs them unchanged::
 Every process runs the whole script; the main process (``RANK`` 0) alone writes the stage's shared files
 (:mod:`venus_utils.core.distributed`).
 
+SIGTERM and SIGINT stop a command in order (:mod:`venus_utils.core.stopping`): the processes it started end, its
+locks are released, one line says how to go on, and the exit status is 128 + the signal (143, 130).
+
 An argument that cannot be used (``--params`` naming a folder or a UTF-16 file, ``--out`` naming a file, a ``--set``
 value that is not YAML) is one line naming it (:class:`UsageError`) and exit code 2, never a traceback.
 """
@@ -44,6 +47,7 @@ from ..core.profiles import (
     yaml_problem,
 )
 from ..core.stage import StageMissing, resolve_run_dir
+from ..core.stopping import Stopped, finish_stop, stop_on_signals
 from ..core.validation import quote
 from .schemas import check_settings, check_stage_values
 
@@ -154,7 +158,16 @@ def run_cli(
             folder_argument("--run-dir", args.run_dir, resolve_run_dir)
         if args.out is not None:
             folder_argument("--out", args.out, lambda value: Path(value).resolve())  # Stage: from the working folder
-        runs[args.command](args)
+        with stop_on_signals():
+            runs[args.command](args)
+    except Stopped as stop:
+        ended = finish_stop(stop)
+        print(
+            f"{name} {args.command} stopped by {stop}: ended the {ended} process(es) it had started and released "
+            "its locks; run the same command again to go on from the newest checkpoint",
+            file=sys.stderr,
+        )
+        return 128 + stop.signum
     except (ConfigError, StageMissing, FileNotFoundError, ValueError) as exc:
         print(f"{name}: error: {exc}", file=sys.stderr)
         return 2

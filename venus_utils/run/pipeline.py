@@ -27,13 +27,11 @@ import hashlib
 import json
 import logging
 import os
-import signal
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import psutil
 from tqdm.auto import tqdm
 
 from ..core.io import atomic_write, write_json
@@ -47,89 +45,11 @@ from ..core.profiles import (
     notebook_defaults,
 )
 from ..core.stage import RUN_PROFILE, SUMMARY, resolve_run_dir
+from ..core.stopping import Stopped, finish_stop, stop_on_signals
 from .cli import UsageError, folder_argument, profile_argument
 from .schemas import check_profile
 
 PARAMS_RECORD = ".params.json"
-
-
-class Stopped(BaseException):  # noqa: N818 - like KeyboardInterrupt: no `except Exception` may swallow it
-    """The run was told to stop (``signum``: SIGTERM or SIGINT).  ``processes`` are the processes the run had
-    started when the signal came, and ``groups`` their process groups other than the pipeline's own (the kernel runs
-    in a session of its own, and its pools in the kernel's group): :func:`end_processes` ends them."""
-
-    def __init__(self, signum: int, processes: list, groups: set[int]):
-        super().__init__(signal.Signals(signum).name)
-        self.signum, self.processes, self.groups = signum, processes, groups
-
-
-def started_processes() -> tuple[list, set[int]]:
-    """Every process this one started that is still alive (children, their children...), and their process groups
-    other than this process's own."""
-    own = os.getpgid(0)
-    procs = psutil.Process().children(recursive=True)
-    groups = set()
-    for proc in procs:
-        try:
-            group = os.getpgid(proc.pid)
-        except OSError:
-            continue
-        if group != own:
-            groups.add(group)
-    return procs, groups
-
-
-def end_processes(processes: list, groups: set[int], grace: float = 5.0) -> int:
-    """End ``processes`` and everything in ``groups`` (SIGTERM, then SIGKILL after ``grace`` seconds for whatever is
-    left); returns how many processes were asked to end.  Never signals this process's own group."""
-    own = os.getpgid(0)
-    groups = {g for g in groups if g != own}
-    alive = [p for p in processes if p.is_running()]
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        _signal_all(alive, groups, sig)
-        _, alive = psutil.wait_procs(alive, timeout=grace)
-        if not alive and not any(_group_alive(g) for g in groups):
-            break
-    return len(processes)
-
-
-def _group_alive(group: int) -> bool:
-    try:
-        os.killpg(group, 0)
-    except OSError:
-        return False
-    return True
-
-
-def _stop(signum, frame) -> None:
-    processes, groups = started_processes()  # now, while the kernel's children are still its children
-    _signal_all(processes, groups, signal.SIGTERM)  # before the notebook client's clean-up interrupts the kernel
-    raise Stopped(signum, processes, groups)
-
-
-def _signal_all(processes: list, groups: set[int], sig: int) -> None:
-    for group in groups:
-        try:
-            os.killpg(group, sig)
-        except OSError:  # the group is gone
-            pass
-    for proc in processes:
-        try:
-            proc.send_signal(sig)
-        except psutil.Error:
-            pass
-
-
-@contextlib.contextmanager
-def stop_on_signals():
-    """While inside: SIGTERM and SIGINT raise :class:`Stopped` in the main thread (the previous handlers come back
-    after)."""
-    previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 class StageFailed(RuntimeError):
@@ -355,10 +275,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.params, args.out, args.only, args.resume, kernel_name=args.kernel, log_output=args.log_output
             )
     except Stopped as stop:
-        with contextlib.suppress(Stopped):  # a second signal while the processes end: they are ending already
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
-            ended = end_processes(stop.processes, stop.groups)
+        ended = finish_stop(stop)
         # the notebook client's cell task, cut off by the signal, would be reported at exit as "never retrieved"
         logging.getLogger("asyncio").setLevel(logging.CRITICAL)
         print(
