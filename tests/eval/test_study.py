@@ -141,3 +141,51 @@ def test_a_study_needs_two_runs_sharing_models_and_names_runs_by_folder_without_
     with pytest.raises(FileNotFoundError, match="share no pair"):
         study(lone)
     assert main(["study", *map(str, lone)]) == 2
+
+
+@pytest.mark.parametrize("damage", ["missing", "symlink-loop", "empty"])
+def test_a_run_lacking_an_arm_the_others_have_is_refused_not_dropped(tmp_path, capsys, damage):
+    """A seed whose control folder is missing (or a symlink loop, or an empty table in its place) would have made the
+    study read only the models every run has: the "more SFT" column and the rule's criterion 2 gone for every seed,
+    exit 0.  Now one line naming the run and the arm, exit 2, unless the arms to read are named."""
+    runs = _runs(tmp_path, seeds_where({20: 8, 21: 6, 22: 7}))
+    control = runs[1] / ho.CONTROL_DIR
+    for path in control.iterdir():
+        path.unlink()
+    control.rmdir()
+    if damage == "symlink-loop":
+        control.symlink_to(control)
+    elif damage == "empty":
+        control.mkdir()
+        (control / "heldout_rl.parquet").write_bytes(b"")
+    with pytest.raises(ValueError, match=rf"{runs[1]}: no held-out results of more SFT .*--arms"):
+        study(runs)
+    assert main(["study", *map(str, runs)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "more SFT" in err and str(runs[1]) in err and "Traceback" not in err
+    assert main(["study", *map(str, runs), "--arms", "SFT,RL (IGPO),RL (GRPO)"]) == 0  # named: read as asked
+    assert "more SFT" not in capsys.readouterr().out
+    assert main(["study", *map(str, runs), "--arms", "SFT,more SFT"]) == 2  # named, but a run lacks it
+    assert str(runs[1]) in capsys.readouterr().err
+    assert main(["study", *map(str, runs), "--arms", "SFT,RL (PPO)"]) == 2
+    assert "choose among" in capsys.readouterr().err
+
+
+def test_a_seed_sharing_no_questions_with_its_baseline_is_one_line(tmp_path, capsys):
+    """Pooled or seed-level statistics over runs where one run's arm shares no question ids with its baseline ended
+    in a TypeError traceback from the seed-level statistics; now one line naming the run (exit 2), in study and
+    compare alike.  A single run still reports "no common questions"."""
+    runs = _runs(tmp_path, seeds_where({20: 8, 21: 6}))
+    other = _table(50)
+    other["id"] = "x" + other["id"]
+    other.to_parquet(runs[1] / ho.SCORED["RL (IGPO)"])
+    for argv in (["study", *map(str, runs)], ["compare", *map(str, runs)]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert "share no question ids" in err and str(runs[1]) in err and "Traceback" not in err, err
+    alone = ho.compare_runs(runs[1:], "SFT", "RL (IGPO)")
+    assert set(alone["verdict"]) == {"no common questions"}
+    from venus_utils.eval.stats import seed_level
+
+    with pytest.raises(ValueError, match="no common questions"):
+        seed_level([0.1, None])

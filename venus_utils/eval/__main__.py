@@ -93,7 +93,8 @@ def validate(args) -> int:
 def run_study(args) -> int:
     """``study``: the headline table and the registered rule's criteria (:mod:`venus_utils.eval.study`)."""
     try:
-        result = study(args.runs)
+        arms = [a.strip() for a in args.arms.split(",") if a.strip()] if args.arms else None
+        result = study(args.runs, arms)
     except (FileNotFoundError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -153,6 +154,12 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("runs", nargs="+", help="one run folder per seed, e.g. results/cpu-lesson-seed20 ...")
     s.add_argument("--json", default=None, help="also write the comparisons, the table and the decision to this file")
     s.add_argument("--markdown", action="store_true", help="print the headline table as Markdown (the README's copy)")
+    s.add_argument(
+        "--arms",
+        default=None,
+        help=f"comma-separated models to read, when not every run has every arm ({', '.join(SCORED)}; default: "
+        "every model the runs have, which every run must have)",
+    )
     k = sub.add_parser("keep", help="copy a run's held-out results into a folder to commit (results/<run>)")
     k.add_argument("run", help="the run folder, e.g. runs/cpu-hard-seed10")
     k.add_argument("--out", required=True, help="where to copy them, e.g. results/cpu-hard-seed10")

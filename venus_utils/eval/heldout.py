@@ -464,6 +464,11 @@ def compare_runs(run_dirs: Sequence[str | Path], baseline: str = "SFT", model: s
                 a = a[a["id"].isin(b["id"])]
             a, b = a.set_index("id")["correct"], b.set_index("id")["correct"]
             rows.append({"run": str(run), "slice": name, **paired_comparison(a, b)})
+            if len(pairs) > 1 and not rows[-1]["n"]:  # nothing to pool or to count as a seed's difference
+                raise ValueError(
+                    f"{run}: {model} and {baseline} share no question ids ({name} questions; scored on different "
+                    "held-out draws?): a pooled or seed-level comparison needs the same questions in each run"
+                )
             differences.append(rows[-1]["difference"])
             before.append(a.rename(index=lambda q, k=k: f"{k}:{q}"))
             after.append(b.rename(index=lambda q, k=k: f"{k}:{q}"))

@@ -102,6 +102,8 @@ def seed_level(differences: Sequence[float], level: float = LEVEL) -> dict:
     every seed as independent, this asks whether the gain holds from seed to seed."""
     from scipy.stats import binomtest, t, ttest_1samp
 
+    if any(x is None or x != x for x in differences):
+        raise ValueError(f"seed-level statistics: a seed has no difference ({list(differences)}): no common questions")
     d = np.asarray([float(x) for x in differences], dtype=float)
     k = len(d)
     positive, negative = int((d > 0).sum()), int((d < 0).sum())

@@ -54,18 +54,44 @@ def seed_of(run: str | Path) -> str:
     return Path(run).name
 
 
-def models_in(runs: Sequence[str | Path]) -> list[str]:
-    """The models (:data:`~venus_utils.eval.heldout.SCORED` labels) whose held-out results every run has."""
-    return [label for label in SCORED if all((Path(run) / SCORED[label]).is_file() for run in runs)]
+def models_in(runs: Sequence[str | Path], arms: Sequence[str] | None = None) -> list[str]:
+    """The models (:data:`~venus_utils.eval.heldout.SCORED` labels) the study reads: ``arms`` when named (each run must
+    have each), else every model any run has, which every run must then have: a run that lacks a model the others have
+    (its folder missing, unreadable, a symlink loop) is an error naming the run and the model, never a model dropped
+    for all seeds in silence.  The untrained model (``base``, asked a few questions) is not an arm and is not read."""
+    have = {str(run): {label for label in SCORED if _readable(Path(run) / SCORED[label])} for run in runs}
+    if arms is not None:
+        unknown = [a for a in arms if a not in SCORED]
+        if unknown or not arms:
+            raise ValueError(f"--arms {', '.join(unknown) or '(none)'}: choose among {', '.join(SCORED)}")
+        wanted = set(arms)
+    else:
+        wanted = set().union(*have.values()) - {"base"}
+    for run, labels in have.items():
+        lacking = [label for label in SCORED if label in wanted and label not in labels]
+        if lacking:
+            others = "named with --arms" if arms is not None else "the other runs have"
+            raise ValueError(
+                f"{run}: no held-out results of {', '.join(lacking)} ({', '.join(SCORED[x] for x in lacking)}, "
+                f"missing or unreadable), which {others}: restore them, or name the arms every run has with --arms"
+            )
+    return [label for label in SCORED if label in wanted]
 
 
-def study(runs: Sequence[str | Path]) -> dict[str, Any]:
-    """Every pair of :func:`~venus_utils.eval.heldout.arm_pairs` of the models all ``runs`` have, on the headline
+def _readable(path: Path) -> bool:
+    try:
+        return path.is_file() and path.stat().st_size > 0
+    except OSError:  # a symlink loop, a folder that cannot be read
+        return False
+
+
+def study(runs: Sequence[str | Path], arms: Sequence[str] | None = None) -> dict[str, Any]:
+    """Every pair of :func:`~venus_utils.eval.heldout.arm_pairs` of the models :func:`models_in` reads, on the headline
     slice (hard/heldout; every question where a world has no hard tier): per seed, pooled by question and with the
     seed as the unit (:func:`~venus_utils.eval.heldout.compare_runs`' rows), keyed ``"<model> vs <baseline>"``."""
     if len(runs) < 2:
         raise ValueError("a study pools two or more runs (one per seed)")
-    labels = models_in(runs)
+    labels = models_in(runs, arms)
     pairs = arm_pairs(labels)
     if not pairs:
         raise FileNotFoundError(f"the runs share no pair of models to compare (they all have: {labels or 'none'})")
