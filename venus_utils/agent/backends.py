@@ -26,6 +26,7 @@ from typing import Any
 
 import httpx
 
+from ..core.checkpoints import check_model
 from ..core.env import redact, secret
 from ..core.protocol import safe_messages
 from .conversation import ChatTokens, Conversation
@@ -160,6 +161,7 @@ def load_pretrained(
             return hit
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
+        check_model(folder)  # a damaged file is one line naming it, not a loader's traceback or a silent model
         tokenizer = AutoTokenizer.from_pretrained(folder)
         model = AutoModelForCausalLM.from_pretrained(folder, dtype="float32" if upcast else "auto").to(device).eval()
         _cached(key, files, keep, loaded=(model, tokenizer))

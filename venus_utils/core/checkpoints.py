@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .io import explain_disk_full, folder_bytes, read_json, write_json
+from .io import _umask, explain_disk_full, folder_bytes, read_json, write_json
 
 PREFIX = "checkpoint-"
 STAGING = ".saving"
@@ -50,6 +50,7 @@ FINISHED = "finished.json"
 TRAINER_STATE = "trainer_state.json"  # the Trainer writes it after the weights, optimizer and RNG states
 RESUME_SETTINGS = "resume_settings.json"
 MANIFEST = "checkpoint_manifest.json"  # written last into each checkpoint: its files' sizes and hashes
+MODEL_MANIFEST = "model_manifest.json"  # the same record, written last into each exported model folder (seal_model)
 TRAIN_CLOCK = "train_clock.json"  # in each checkpoint: seconds spent training up to it, across calls (TrainClock)
 FULL_HASH_BYTES = 64 * 2**20  # files up to this size are hashed whole; larger ones by their size, first and last MiB
 EDGE_BYTES = 2**20
@@ -72,18 +73,47 @@ def _digest(path: Path, size: int) -> str:
 
 
 def _files(path: Path) -> list[Path]:
-    return sorted(p for p in path.rglob("*") if p.is_file() and p.name != MANIFEST)
+    return sorted(p for p in path.rglob("*") if p.is_file() and p.name not in (MANIFEST, MODEL_MANIFEST))
 
 
-def write_manifest(path: str | Path) -> Path:
+def write_manifest(path: str | Path, name: str = MANIFEST) -> Path:
     """Record the files of the checkpoint ``path`` (relative name -> size and hash, :func:`_digest`) in
-    :data:`MANIFEST`, which :func:`checkpoint_problem` checks before a resume."""
+    :data:`MANIFEST` (``name``), which :func:`checkpoint_problem` checks before a resume."""
     path = Path(path)
     files = {}
     for f in _files(path):
         size = f.stat().st_size
         files[f.relative_to(path).as_posix()] = {"bytes": size, "hash": _digest(f, size)}
-    return write_json(path / MANIFEST, {"version": 1, "files": files})
+    return write_json(path / name, {"version": 1, "files": files})
+
+
+def _manifest_problem(path: Path, manifest: Path) -> str | None:
+    """What differs between the folder ``path`` and its manifest: a listed file missing, of another size or hash."""
+    try:
+        files = json.loads(manifest.read_text(encoding="utf-8"))["files"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return f"{manifest.name}: unreadable ({exc})"
+    for name, want in files.items():
+        f = path / name
+        try:
+            size = f.stat().st_size
+        except OSError:
+            return f"{name}: missing (saved with {want['bytes']} bytes)"
+        if size != want["bytes"]:
+            cut = "truncated" if size < want["bytes"] else "damaged"
+            return f"{name}: {size} bytes, {want['bytes']} when saved ({cut})"
+        if _digest(f, size) != want["hash"]:
+            return f"{name}: its content changed since it was saved (hash differs): damaged"
+    return None
+
+
+def _formats_problem(path: Path) -> str | None:
+    """A folder without a manifest (older code, a downloaded model): each file checked by its format."""
+    for f in _files(path):
+        problem = _file_problem(f)
+        if problem:
+            return f"{f.relative_to(path).as_posix()}: {problem}"
+    return None
 
 
 def _safetensors_problem(path: Path, size: int) -> str | None:
@@ -143,28 +173,43 @@ def checkpoint_problem(path: str | Path) -> str | None:
     if not (isinstance(state, dict) and "global_step" in state):
         return f"incomplete checkpoint (no readable {TRAINER_STATE}; the save was interrupted)"
     manifest = path / MANIFEST
-    if manifest.exists():
-        try:
-            files = json.loads(manifest.read_text(encoding="utf-8"))["files"]
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            return f"{MANIFEST}: unreadable ({exc})"
-        for name, want in files.items():
-            f = path / name
-            try:
-                size = f.stat().st_size
-            except OSError:
-                return f"{name}: missing (saved with {want['bytes']} bytes)"
-            if size != want["bytes"]:
-                cut = "truncated" if size < want["bytes"] else "damaged"
-                return f"{name}: {size} bytes, {want['bytes']} when saved ({cut})"
-            if _digest(f, size) != want["hash"]:
-                return f"{name}: its content changed since it was saved (hash differs): damaged"
-        return None
-    for f in _files(path):
-        problem = _file_problem(f)
-        if problem:
-            return f"{f.relative_to(path).as_posix()}: {problem}"
-    return None
+    return _manifest_problem(path, manifest) if manifest.exists() else _formats_problem(path)
+
+
+class DamagedModel(ValueError):
+    """A model folder whose files differ from what its export wrote (:func:`check_model`); the message is one line
+    naming the folder and the file."""
+
+
+def seal_model(folder: str | Path) -> Path:
+    """The last step of a model export, inside the folder being written (before it is swapped into place): the files
+    get the mode an ordinary ``open()`` gives (safetensors writes its weights 0600) and :data:`MODEL_MANIFEST`
+    records every file's size and hash, as a checkpoint's :data:`MANIFEST` does, for :func:`check_model`."""
+    folder = Path(folder)
+    mode = 0o666 & ~_umask()
+    for f in _files(folder):
+        os.chmod(f, mode)
+    written = write_manifest(folder, MODEL_MANIFEST)
+    os.chmod(written, mode)
+    return written
+
+
+def model_problem(folder: str | Path) -> str | None:
+    """What is wrong with a model folder, or None: with its :data:`MODEL_MANIFEST`, every listed file there with the
+    recorded size and hash; without one (older exports, a downloaded model), the files checked by their format
+    (safetensors as long as their headers say, torch archives whole, JSON valid)."""
+    folder = Path(folder)
+    manifest = folder / MODEL_MANIFEST
+    return _manifest_problem(folder, manifest) if manifest.exists() else _formats_problem(folder)
+
+
+def check_model(folder: str | Path) -> Path:
+    """``folder`` when it is an intact model folder (:func:`model_problem`), else :class:`DamagedModel` naming the
+    folder and the file.  Every place that loads a local model folder calls it first."""
+    problem = model_problem(folder)
+    if problem:
+        raise DamagedModel(f"{folder}: damaged model folder: {problem}; rerun the stage that made it")
+    return Path(folder)
 
 
 def is_complete(path: str | Path) -> bool:

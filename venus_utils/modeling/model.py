@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from ..core.checkpoints import seal_model
 from ..core.io import atomic_dir, check_replaceable, write_json
 from .corpus import corpus_texts
 from .tokenizer import EOS_TOKEN, PAD_TOKEN, train_tokenizer
@@ -120,6 +121,7 @@ def build_tiny_model(
                 "seed": seed,
             },
         )
+        seal_model(tmp)
     return out_dir
 
 

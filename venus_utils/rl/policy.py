@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..agent.settings import write_model_agent_settings
+from ..core.checkpoints import check_model, seal_model
 from ..core.io import atomic_dir
 from ..core.paths import RL_STAGE
 from .config import IGPOConfig
@@ -23,6 +24,7 @@ def load_policy(model_dir: str | Path, device: str = "cpu"):
     model_dir = Path(model_dir)
     if not (model_dir / "config.json").exists():
         raise FileNotFoundError(f"{model_dir}: no model here (config.json missing); run the SFT notebook first")
+    check_model(model_dir)
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
@@ -67,6 +69,7 @@ def save_policy(
             },
             "rl",
         )
+        seal_model(tmp)
     return Path(out_dir)
 
 

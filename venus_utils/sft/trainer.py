@@ -31,9 +31,11 @@ from ..core.callbacks import eval_loss_stop, time_limit
 from ..core.checkpoints import (
     AtomicCheckpoints,
     ResumePoint,
+    check_model,
     finished_checkpoint,
     prepare_resume,
     read_train_clock,
+    seal_model,
     train_to_end,
 )
 from ..core.distributed import is_main_process, world_size
@@ -85,6 +87,8 @@ def load_model(model_path: str | Path, cfg: SFTConfig, engine: str):
     import torch
 
     device = _device(cfg)
+    if Path(str(model_path)).is_dir():  # a local folder (a hub name is the hub's to check)
+        check_model(model_path)
     if engine == "unsloth":
         from unsloth import FastLanguageModel
 
@@ -394,6 +398,7 @@ def export_model(
             tokenizer.save_pretrained(tmp)
             if agent_settings is not None:
                 write_model_agent_settings(tmp, agent_settings, "sft")
+            seal_model(tmp)
     if merged:
         model_dir = out_dir / "model"
         with atomic_dir(model_dir) as tmp:
@@ -412,6 +417,7 @@ def export_model(
                 tokenizer.save_pretrained(tmp)
             if agent_settings is not None:
                 write_model_agent_settings(tmp, agent_settings, "sft")
+            seal_model(tmp)
     return model_dir, adapter_dir
 
 
