@@ -1,7 +1,7 @@
 """Reliability, round 4: an exported model folder carries a hash manifest, checked wherever a model is loaded (a
-damaged file is one line naming the folder and the file), and its files have the documented mode.  (A stopped
-``rl arms``: ``tests/scale/test_rl_arms.py``; a study missing an arm: ``tests/eval/test_study.py``; ``--set-url``:
-``tests/test_environment.py``.)"""
+damaged file is one line naming the folder and the file), its files have the documented mode, and ``--set-url``
+checks the whole URL and writes all its files or none.  (A stopped ``rl arms``: ``tests/scale/test_rl_arms.py``; a
+study missing an arm: ``tests/eval/test_study.py``.)"""
 
 from __future__ import annotations
 
@@ -104,3 +104,48 @@ def test_a_model_without_a_manifest_is_checked_by_its_format(model):
     assert model_problem(model) is None
     _truncate(model)
     assert "model.safetensors" in model_problem(model) and "truncated" in model_problem(model)
+
+
+# --- --set-url: the whole URL checked, all its files written or none -------------------------------------------------
+@pytest.fixture()
+def checkout(tmp_path):
+    from venus_utils.core.paths import REPO_ROOT
+
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO_ROOT / name, tmp_path / name)
+    shutil.copytree(REPO_ROOT / "notebooks", tmp_path / "notebooks", ignore=shutil.ignore_patterns("runs", ".*"))
+    return tmp_path
+
+
+@pytest.mark.parametrize("name", [".git", ".", "..", "x.git.git", "..git"])
+def test_set_url_refuses_a_name_github_cannot_have_before_writing_anything(checkout, name):
+    from venus_utils.run import install
+
+    before = {p: p.read_bytes() for p in checkout.rglob("*") if p.is_file()}
+    with pytest.raises(ValueError, match="cannot be a GitHub repository's name|not a GitHub repository URL"):
+        install.set_url(f"https://github.com/someone/{name}", checkout)
+    assert {p: p.read_bytes() for p in before} == before
+    assert install.disagreements(checkout) == []
+
+
+def test_set_url_writes_all_its_files_or_none(checkout, monkeypatch):
+    from venus_utils.run import install
+
+    before = {p: p.read_bytes() for p in checkout.rglob("*") if p.is_file()}
+    real, writes = install.atomic_write, []
+
+    def failing(path, text):  # the disk fills up at the third file
+        writes.append(path)
+        if len(writes) == 3:
+            raise OSError(28, "No space left on device")
+        return real(path, text)
+
+    monkeypatch.setattr(install, "atomic_write", failing)
+    with pytest.raises(OSError, match="No space"):
+        install.set_url("https://github.com/someone/venus-recipe", checkout)
+    assert {p: p.read_bytes() for p in before} == before  # the two written first got their old text back
+    assert install.disagreements(checkout) == []
+    monkeypatch.setattr(install, "atomic_write", real)
+    assert install.set_url("https://github.com/someone/venus-recipe.git/", checkout)
+    assert install.repository_url(checkout) == "https://github.com/someone/venus-recipe"
+    assert install.disagreements(checkout) == []

@@ -80,14 +80,21 @@ def install_dependencies(source: str, gpu: bool | None = None) -> None:
 
 
 def github_path(url: str) -> str:
-    """``owner/name`` of a ``https://github.com/owner/name`` URL; ValueError for anything else (the Colab badge
-    opens notebooks from GitHub only)."""
-    match = re.fullmatch(
-        r"https://github\.com/([A-Za-z0-9][A-Za-z0-9_-]{0,38})/([A-Za-z0-9._-]{1,100}?)(?:\.git)?/?", url
-    )
+    """``owner/name`` of a ``https://github.com/owner/name`` URL (a trailing ``.git`` or ``/`` dropped); ValueError for
+    anything else (the Colab badge opens notebooks from GitHub only), a name GitHub cannot have included: ``.``,
+    ``..``, an empty one (``.git`` alone) or one still ending in ``.git``."""
+    match = re.fullmatch(r"https://github\.com/([A-Za-z0-9][A-Za-z0-9_-]{0,38})/([A-Za-z0-9._-]{1,100})/?", url)
     if not match:
         raise ValueError(f"not a GitHub repository URL (https://github.com/<owner>/<name>): {url[:80]!r}")
-    return f"{match[1]}/{match[2]}"
+    name = match[2].removesuffix(".git")
+    if name in ("", ".", "..") or name.lower().endswith(".git"):
+        raise ValueError(f"{url[:80]!r}: {match[2]!r} cannot be a GitHub repository's name")
+    return f"{match[1]}/{name}"
+
+
+def normalised_url(url: str) -> str:
+    """``https://github.com/<owner>/<name>`` of a URL :func:`github_path` accepts."""
+    return f"https://github.com/{github_path(url)}"
 
 
 def repository_url(root: Path = REPO_ROOT) -> str:
@@ -126,18 +133,19 @@ def disagreements(root: Path = REPO_ROOT) -> list[str]:
 
 
 def set_url(url: str, root: Path = REPO_ROOT) -> list[Path]:
-    """Make ``url`` the repository's URL: ``pyproject.toml`` first, then every install cell and the README's badge;
-    returns the files changed (each written atomically; a notebook keeps nbformat 4's one-space indent)."""
-    github_path(url)  # refused before anything is written
-    url = url.rstrip("/").removesuffix(".git")
+    """Make ``url`` the repository's URL in ``pyproject.toml``, every install cell and the README's badge; returns the
+    files changed.  The whole URL is checked and every file's new text made before anything is written; then each is
+    written atomically (a notebook keeps nbformat 4's one-space indent), and should a write fail, the files already
+    written get their old text back: all of them change, or none."""
+    url = normalised_url(url)  # refused before anything is read or written
     repository_url(root)  # the setting's line exists
-    changed = []
+    texts: dict[Path, tuple[str, str]] = {}
     pyproject = root / "pyproject.toml"
     text = pyproject.read_text(encoding="utf-8")
-    if (new := PYPROJECT_URL.sub(lambda m: m[1] + url + m[3], text)) != text:
-        atomic_write(pyproject, new)
-        changed.append(pyproject)
-    for path, pattern, want in _places(root)[1:]:
+    texts[pyproject] = (text, PYPROJECT_URL.sub(lambda m: m[1] + url + m[3], text))
+    places = [(root / "README.md", BADGE_URL, github_path(url))]
+    places += [(nb, CELL_URL, url) for nb in sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb"))]
+    for path, pattern, want in places:
         text = path.read_text(encoding="utf-8")
         if path.suffix == ".ipynb":
             nb = json.loads(text)
@@ -147,9 +155,17 @@ def set_url(url: str, root: Path = REPO_ROOT) -> list[Path]:
             new = json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
         else:
             new = pattern.sub(lambda m, w=want: m[1] + w + m[3], text)
-        if new != text:
-            atomic_write(path, new)
-            changed.append(path)
+        texts[path] = (text, new)
+    changed: list[Path] = []
+    try:
+        for path, (old, new) in texts.items():
+            if new != old:
+                atomic_write(path, new)
+                changed.append(path)
+    except BaseException:
+        for path in changed:
+            atomic_write(path, texts[path][0])
+        raise
     return changed
 
 
