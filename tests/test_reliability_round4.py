@@ -47,6 +47,16 @@ def test_an_exported_model_carries_its_manifest_with_the_documented_modes(sealed
     assert modes and set(modes.values()) == {expected}, modes  # safetensors had written its weights 0600
 
 
+def test_a_checkpoint_s_files_get_the_documented_mode_too(tmp_path):
+    from venus_utils.core.checkpoints import write_manifest
+
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(b"x")
+    weights.chmod(0o600)
+    write_manifest(tmp_path)
+    assert stat.S_IMODE(weights.stat().st_mode) == 0o666 & ~_umask()
+
+
 def _umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)

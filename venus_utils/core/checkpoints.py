@@ -78,10 +78,12 @@ def _files(path: Path) -> list[Path]:
 
 def write_manifest(path: str | Path, name: str = MANIFEST) -> Path:
     """Record the files of the checkpoint ``path`` (relative name -> size and hash, :func:`_digest`) in
-    :data:`MANIFEST` (``name``), which :func:`checkpoint_problem` checks before a resume."""
+    :data:`MANIFEST` (``name``), which :func:`checkpoint_problem` checks before a resume.  The files get the mode an
+    ordinary ``open()`` gives (safetensors writes its weights 0600)."""
     path = Path(path)
-    files = {}
+    files, mode = {}, 0o666 & ~_umask()
     for f in _files(path):
+        os.chmod(f, mode)
         size = f.stat().st_size
         files[f.relative_to(path).as_posix()] = {"bytes": size, "hash": _digest(f, size)}
     return write_json(path / name, {"version": 1, "files": files})
@@ -182,16 +184,10 @@ class DamagedModel(ValueError):
 
 
 def seal_model(folder: str | Path) -> Path:
-    """The last step of a model export, inside the folder being written (before it is swapped into place): the files
-    get the mode an ordinary ``open()`` gives (safetensors writes its weights 0600) and :data:`MODEL_MANIFEST`
-    records every file's size and hash, as a checkpoint's :data:`MANIFEST` does, for :func:`check_model`."""
-    folder = Path(folder)
-    mode = 0o666 & ~_umask()
-    for f in _files(folder):
-        os.chmod(f, mode)
-    written = write_manifest(folder, MODEL_MANIFEST)
-    os.chmod(written, mode)
-    return written
+    """The last step of a model export, inside the folder being written (before it is swapped into place):
+    :data:`MODEL_MANIFEST` records every file's size and hash, as a checkpoint's :data:`MANIFEST` does, for
+    :func:`check_model`, and the files get the mode an ordinary ``open()`` gives (:func:`write_manifest`)."""
+    return write_manifest(folder, MODEL_MANIFEST)
 
 
 def model_problem(folder: str | Path) -> str | None:
