@@ -334,9 +334,11 @@ def test_shared_examples_strict(tmp_path, dr_venus_dir):
     if not list(folder.glob("*.json")):
         pytest.skip(f"no SFT examples in {folder}")
     stats, table = run(tmp_path, folder, file_pattern="*.json", current_date="2026-03-01", shuffle=False)
-    # the strict offline judge accepts DR-Venus's answers but one: "Buffy the Vampire Slayer Season Eight" for
-    # "Buffy the Vampire Slayer comics" (one series of those comics: a semantic call only an LLM judge can make)
-    assert accounted(stats) and stats["drop_reasons"] == {"incorrect_answer": 1}
+    # the exact offline judge accepts the two of DR-Venus's answers that are an alias ("Paul Beneke", "**Daniel
+    # Mortimer**") and refuses the five that explain after their answer ("**1805**  The firm was founded in ...") or
+    # name another thing ("Buffy the Vampire Slayer Season Eight" for "... comics"): web answers need the LLM judge
+    assert accounted(stats) and stats["drop_reasons"] == {"incorrect_answer": 5}
+    assert stats["judge"]["methods"] == {"exact": 2, "offline": 5}
     for row in table.to_pylist():
         answer = protocol.extract_answer(row["messages"][-1]["content"])
         assert "<answer>" not in answer and "<summary>" not in answer

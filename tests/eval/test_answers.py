@@ -51,9 +51,11 @@ def test_token_f1():
     assert answers.token_f1("b b c", "b c", set_based=True) == 1.0  # DR-Venus's token-set variant
 
 
-def test_stated_numbers_and_spans():
-    assert answers.states_answer("It was founded in 1805 by Godwin.", "1805")
-    assert not answers.states_answer("It was 18050", "1805")
+def test_exact_answers_and_spans():
+    assert answers.exact_answer("1805.", "1805") and answers.exact_answer("The answer is **1805**", "1805")
+    assert not answers.exact_answer("It was founded in 1805 by Godwin.", "1805")  # exact: a sentence is refused
+    assert not answers.exact_answer("It was 18050", "1805")
+    assert answers.exact_tokens("The **Eiffel Tower**?") == ["eiffel", "tower", "?"]  # a question mark is kept
     text = "**Abdal Latif Sultan (also known as Afak Khan)** – the second son\nmore"
     assert answers.answer_spans(text) == [
         text,

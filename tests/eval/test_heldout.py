@@ -3,6 +3,8 @@ models."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -482,11 +484,20 @@ def test_rejudge_scores_a_runs_tables_again_from_their_answers(tmp_path, capsys)
     path = tmp_path / ho.SCORED["SFT"]
     path.parent.mkdir(parents=True)
     table.to_parquet(path)
+    # --dry-run: the flips counted and written out, the table left as it is (kept results are never rewritten)
+    assert main(["rejudge", str(tmp_path), "--dry-run", "--json", str(tmp_path / "flips.json")]) == 0
+    assert "1 tables re-judged (--dry-run: none rewritten)" in capsys.readouterr().out
+    assert pd.read_parquet(path).equals(table)
+    flips = json.loads((tmp_path / "flips.json").read_text())
+    assert flips["totals"] == {"offline-strict": {"n": 2, "right_to_wrong": 1, "wrong_to_right": 0}}
+    assert [(e["prediction"], e["truth"], e["direction"]) for e in flips["examples"]] == [
+        ("paris or rome", "Paris", "right_to_wrong")
+    ]
     assert main(["rejudge", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "2 answers judged by offline-strict re-judged by offline-strict-2: 1 verdicts changed" in out
+    assert "2 answers judged by offline-strict re-judged by offline-exact: 1 verdicts changed (1 right -> wrong" in out
     again = pd.read_parquet(path)
-    assert again["correct"].tolist() == [0.0, 1.0] and set(again["judge"]) == {"offline-strict-2"}
+    assert again["correct"].tolist() == [0.0, 1.0] and set(again["judge"]) == {"offline-exact"}
     assert (
         main(["rejudge", str(tmp_path)]) == 0
         and "every table is judged by the current judge" in capsys.readouterr().out

@@ -103,7 +103,8 @@ def test_offline_judge(no_endpoint):
     out = judge.judge_many(
         [
             ("q", "The Beatles", "Beatles"),
-            ("q", "**Paris** is the capital", "Paris<|answer_split|>x"),
+            ("q", "**Paris** is the capital", "Paris<|answer_split|>x"),  # exact: more than the answer, refused
+            ("q", "The answer is **Paris**.", "Paris<|answer_split|>x"),
             ("q", "Berlin", "Paris"),
             ("q", "", "Paris"),
             ("q", "answer here", "Paris"),
@@ -111,12 +112,13 @@ def test_offline_judge(no_endpoint):
     )
     assert [(v.correct, v.method) for v in out] == [
         (True, "exact"),
-        (True, "offline"),
+        (False, "offline"),
+        (True, "exact"),
         (False, "offline"),
         (False, "empty"),
         (False, "empty"),
     ]
-    assert out[2].judge == "offline-strict-2"
+    assert out[3].judge == J.OFFLINE_NAME == "offline-exact"
     buffy = judge.judge("q", "Buffy the Vampire Slayer Season Eight", "Buffy the Vampire Slayer comics")
     assert buffy.correct is False
     with pytest.raises(ValueError, match="JUDGE_API_BASE"):
@@ -268,7 +270,7 @@ def test_a_dead_judge_falls_back_to_offline_when_asked(no_endpoint, monkeypatch,
     judge = dead_judge(monkeypatch, tmp_path, JUDGE_FALLBACK="offline")
     verdicts = judge.judge_many([("q", "Paris, France", "Paris"), ("q", "Rome", "Paris"), ("q", "Paris", "Paris")])
     assert [v.method for v in verdicts] == ["offline-fallback", "offline-fallback", "exact"]
-    assert [v.value for v in verdicts] == [1.0, 0.0, 1.0]
+    assert [v.value for v in verdicts] == [0.0, 0.0, 1.0]  # offline, only an exact answer is right
     assert "2 answers judged by the offline judge after LLM errors" in judge.describe()
     monkeypatch.setenv("JUDGE_FALLBACK", "sometimes")
     with pytest.raises(ValueError, match="JUDGE_FALLBACK must be one of stop, offline"):

@@ -197,15 +197,15 @@ def test_score_with_the_project_judge_offline():
     judge = Judge.from_env("offline")
     table = pd.DataFrame(
         {
-            "question": ["q1", "q2", "q3"],
-            "prediction": ["The Eiffel", "", "**Rome** is it"],
-            "answer": ["Paris<|answer_split|>the Eiffel", "x", "Rome"],
+            "question": ["q1", "q2", "q3", "q4"],
+            "prediction": ["The Eiffel", "", "**Rome** is it", "The answer is **Rome**."],
+            "answer": ["Paris<|answer_split|>the Eiffel", "x", "Rome", "Rome"],
         }
     )
     out = metrics.score(table, judge=judge)
-    assert out["correct"].tolist() == [1.0, 0.0, 1.0]
-    assert out["em"].tolist() == [1.0, 0.0, 0.0]
-    assert out["judge_method"].tolist() == ["exact", "empty", "offline"]
+    assert out["correct"].tolist() == [1.0, 0.0, 0.0, 1.0]  # exact: "**Rome** is it" says more than the answer
+    assert out["em"].tolist() == [1.0, 0.0, 0.0, 0.0]
+    assert out["judge_method"].tolist() == ["exact", "empty", "offline", "exact"]
 
 
 def test_interval_bars_are_labelled_with_each_models_own_n_and_the_legend_sits_outside():

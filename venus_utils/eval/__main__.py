@@ -5,6 +5,7 @@
         [--split val] [--n 200] [--max-turns 14] [--out runs/cpu/validation_sft.parquet]
     python -m venus_utils.eval keep runs/cpu-hard-seed10 --out results/cpu-hard-seed10
     python -m venus_utils.eval rejudge runs/cpu
+    python -m venus_utils.eval rejudge results/* --dry-run --json results/rejudge-offline-exact.json
     python -m venus_utils.eval study results/cpu-lesson-seed2{0..5} [--json F] [--markdown]
 
 Pairs ``--model`` with ``--baseline`` question by question in each run folder (their greedy held-out results,
@@ -23,7 +24,9 @@ outlive its machine, so seeds run in different sessions are pooled from there (`
 
 ``rejudge`` scores a run's held-out and validation tables again with the current judge, from the answers they hold
 (no model runs), when another judge scored them (:func:`venus_utils.eval.heldout.rejudge`): answers scored by two
-judges are never paired.
+judges are never paired.  It prints, per table, the verdicts that went right -> wrong and wrong -> right;
+``--dry-run`` rewrites no table (for kept results), ``--json`` writes the flips per (table, earlier judge) and examples
+(:func:`venus_utils.eval.heldout.rejudge_report`; ``results/rejudge-offline-exact.json`` is such a file).
 
 ``study`` reads a pre-registered study of several seeds as registered (:mod:`venus_utils.eval.study`): every pair of
 models in every run, pooled and with the seed as the unit, on the headline slice; the headline table (a row per seed,
@@ -49,7 +52,7 @@ from .heldout import (
     draw_heldout,
     evaluate_model,
     keep_results,
-    rejudge,
+    rejudge_report,
     summary,
 )
 from .study import decide, headline_table, markdown_table, study
@@ -118,6 +121,31 @@ def run_study(args) -> int:
     return 0
 
 
+def run_rejudge(args) -> int:
+    """``rejudge``: the run folders' tables scored again by the current judge, rewritten unless ``--dry-run``; the
+    verdicts that changed, per table and earlier judge (:func:`venus_utils.eval.heldout.rejudge_report`)."""
+    runs = [run for run in args.runs if Path(run).is_dir()]  # a shell glob over results/ also names files
+    report = rejudge_report(runs, relative_to=Path.cwd(), write=not args.dry_run)
+    for row in report["tables"]:
+        changed = row["right_to_wrong"] + row["wrong_to_right"]
+        print(
+            f"{row['table']}: {row['n']} answers judged by {row['judged_by']} re-judged by {report['judge']}: "
+            f"{changed} verdicts changed ({row['right_to_wrong']} right -> wrong, "
+            f"{row['wrong_to_right']} wrong -> right)"
+        )
+    if args.json:
+        write_json(args.json, report)
+    changed = any(r["right_to_wrong"] or r["wrong_to_right"] for r in report["tables"])
+    if changed and not args.dry_run:
+        print("the stages' summary.json figures predate these verdicts: rerun those stages to refresh them")
+    if not report["tables"]:
+        print(f"{', '.join(args.runs)}: every table is judged by the current judge")
+    else:
+        tables = len({r["table"] for r in report["tables"]})
+        print(f"{tables} tables re-judged" + (" (--dry-run: none rewritten)" if args.dry_run else ""))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m venus_utils.eval", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -149,7 +177,9 @@ def main(argv: list[str] | None = None) -> int:
     v.add_argument("--seed", type=number_argument(SEED), default=0, help="the draw's seed")
     v.add_argument("--out", default=None, help="scored table (parquet; default <model>/../validation_<split>.parquet)")
     r = sub.add_parser("rejudge", help="score a run's held-out tables again with the current judge (no model runs)")
-    r.add_argument("run", help="the run folder, e.g. runs/cpu")
+    r.add_argument("runs", nargs="+", help="run folders, e.g. runs/cpu (or kept ones: results/*)")
+    r.add_argument("--dry-run", action="store_true", help="count the verdicts that would change; rewrite no table")
+    r.add_argument("--json", default=None, help="also write the flips per table and earlier judge to this file")
     s = sub.add_parser("study", help="a multi-seed study read as registered: the headline table and the decision")
     s.add_argument("runs", nargs="+", help="one run folder per seed, e.g. results/cpu-lesson-seed20 ...")
     s.add_argument("--json", default=None, help="also write the comparisons, the table and the decision to this file")
@@ -167,16 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "validate":
         return validate(args)
     if args.command == "rejudge":
-        done = rejudge(args.run)
-        for t in done:
-            print(
-                f"{t['table']}: {t['answers']} answers judged by {', '.join(t['judged_by']) or 'no recorded judge'} "
-                f"re-judged by {t['now']}: {t['changed']} verdicts changed"
-            )
-        if any(t["changed"] for t in done):
-            print("the stages' summary.json figures predate these verdicts: rerun those stages to refresh them")
-        print(f"{len(done)} tables re-judged" if done else f"{args.run}: every table is judged by the current judge")
-        return 0
+        return run_rejudge(args)
     if args.command == "study":
         return run_study(args)
     if args.command == "keep":

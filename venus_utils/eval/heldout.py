@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import os
 import shutil
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -194,7 +195,7 @@ def evaluate_model(
     )
     if judge is None:
         judge = Judge.from_env()
-    # which judge decided (``offline-strict-2`` or the LLM's model name), not why it was chosen
+    # which judge decided (``offline-exact`` or the LLM's model name), not why it was chosen
     judged_by = getattr(judge, "name", None) or getattr(judge, "__name__", "a judge function")
     for done_path in [p for p in (reuse_from, out_path) if p is not None]:
         done = _reusable(Path(done_path), fingerprint, judged_by, len(questions) * settings.samples)
@@ -285,13 +286,36 @@ def _reusable(path: Path, fingerprint: dict, judged_by: str, rows: int) -> pd.Da
     return done if complete and same_judge and fully_judged else None
 
 
-def rejudge(run_dir: str | Path, judge: Any = None) -> list[dict[str, Any]]:
+def _flips(scored: pd.DataFrame, fresh: pd.DataFrame, path: str, examples: list[dict]) -> list[dict[str, Any]]:
+    """Per judge of ``scored`` (its ``judge`` column): answers, verdicts right -> wrong and wrong -> right under
+    ``fresh``; every flipped answer is added to ``examples`` (table, judge, direction, prediction, truth)."""
+    judged_by = scored["judge"].astype(str) if "judge" in scored else pd.Series("", index=scored.index)
+    out = []
+    for old in sorted(judged_by.unique()):
+        rows = judged_by == old
+        was, now = scored.loc[rows, "correct"], fresh.loc[rows, "correct"]
+        flips = {"right_to_wrong": (was == 1) & (now == 0), "wrong_to_right": (was == 0) & (now == 1)}
+        out.append({"judged_by": old, "n": int(rows.sum()), **{k: int(v.sum()) for k, v in flips.items()}})
+        for direction, flipped in flips.items():
+            for i in flipped[flipped].index:
+                prediction, truth = scored.at[i, "prediction"], scored.at[i, "answer"]
+                examples.append(
+                    {"table": path, "judged_by": old, "direction": direction, "prediction": prediction, "truth": truth}
+                )
+    return out
+
+
+def rejudge(
+    run_dir: str | Path, judge: Any = None, write: bool = True, examples: list[dict] | None = None
+) -> list[dict[str, Any]]:
     """Score again, with ``judge`` (default: the configured one), every held-out and validation table of a run
     folder that another judge scored (its ``judge`` column), from the answers the table holds: no model runs.  For a
-    judge that changed its rule (``offline-strict`` -> ``offline-strict-2``), so that old and new results pair again.
-    Returns one record per table: its path, the judges before and after, answers re-judged, verdicts that changed.
-    The stages' ``summary.json`` figures are not rewritten: where a verdict changed, rerun the stage to refresh
-    them."""
+    judge that changed its rule (``offline-strict-2`` -> ``offline-exact``), so that old and new results pair again.
+    Returns one record per table: its path, the judges before and after, answers re-judged, verdicts that changed,
+    and ``flips``: per earlier judge, its answers and the verdicts that went right -> wrong and wrong -> right (each
+    flipped answer is appended to ``examples`` when given).  With ``write=False`` nothing is rewritten (a kept table
+    is only read).  The stages' ``summary.json`` figures are not rewritten: where a verdict changed, rerun the stage
+    to refresh them."""
     run = Path(run_dir)
     judge = judge if judge is not None else Judge.from_env()
     name = getattr(judge, "name", None) or getattr(judge, "__name__", "a judge function")
@@ -304,11 +328,49 @@ def rejudge(run_dir: str | Path, judge: Any = None) -> list[dict[str, Any]]:
             continue
         fresh = metrics.score(scored.drop(columns=["correct", "judge_method"], errors="ignore"), judge=judge)
         changed = int((fresh["correct"].fillna(-1) != scored["correct"].fillna(-1)).sum())
+        flips = _flips(scored, fresh, str(path), examples if examples is not None else [])
         fresh = fresh.assign(judge=name)
-        with atomic_path(path) as tmp:
-            fresh.to_parquet(tmp)
-        out.append({"table": str(path), "judged_by": before, "now": name, "answers": len(fresh), "changed": changed})
+        if write:
+            with atomic_path(path) as tmp:
+                fresh.to_parquet(tmp)
+        record = {"table": str(path), "judged_by": before, "now": name, "answers": len(fresh), "changed": changed}
+        out.append({**record, "flips": flips})
     return out
+
+
+def rejudge_report(
+    runs: Sequence[str | Path],
+    judge: Any = None,
+    examples: int = 25,
+    relative_to: str | Path | None = None,
+    write: bool = False,
+) -> dict[str, Any]:
+    """What re-judging run folders with ``judge`` (default: the configured one) changes (:func:`rejudge`; by default
+    ``write=False``, a kept ``results/<run>`` table is only read): one row per (table, earlier judge) with its
+    answers and the verdicts that went right -> wrong and wrong -> right, the totals per earlier judge, and the first
+    ``examples`` distinct flipped answers with their truth (and the first table that holds each).  Table paths are
+    shown relative to ``relative_to`` when given.  ``python -m venus_utils.eval rejudge results/* --dry-run --json
+    FILE`` writes it (the committed ``results/rejudge-offline-exact.json``, checked by a test)."""
+    judge = judge if judge is not None else Judge.from_env()
+    name = getattr(judge, "name", None) or getattr(judge, "__name__", "a judge function")
+
+    def shown(path: str | Path) -> str:
+        return Path(os.path.relpath(path, relative_to)).as_posix() if relative_to is not None else str(path)
+
+    rows, flipped = [], []
+    for run in runs:
+        for record in rejudge(run, judge, write=write, examples=flipped):
+            rows += [{"table": shown(record["table"]), **flip} for flip in record["flips"]]
+    totals: dict[str, dict[str, int]] = {}
+    for row in rows:
+        total = totals.setdefault(row["judged_by"], {"n": 0, "right_to_wrong": 0, "wrong_to_right": 0})
+        for key in total:
+            total[key] += row[key]
+    distinct: dict[tuple, dict] = {}  # each flipped answer once, with the first table that holds it
+    for e in flipped:
+        distinct.setdefault((e["direction"], e["prediction"], e["truth"]), {**e, "table": shown(e["table"])})
+    shown_examples = list(distinct.values())[:examples]
+    return {"judge": name, "tables": rows, "totals": totals, "examples": shown_examples}
 
 
 def run_results(run_dir: str | Path) -> dict[str, pd.DataFrame]:

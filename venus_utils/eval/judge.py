@@ -3,19 +3,21 @@
 DR-Venus grades answers with an LLM judge (Qwen3-235B-A22B-Instruct-2507 by default) and the BrowseComp
 grader prompt, after an exact-match shortcut.  Here:
 
-1. an empty answer is incorrect; a normalised exact match with *any* alias is correct without a call;
+1. an empty answer is incorrect; an answer that, normalised, equals *any* alias is correct without a call
+   (:func:`venus_utils.eval.answers.exact_answer`, the offline judge's rule below);
 2. with an endpoint configured, the LLM judges the rest (temperature 0.1, top_p 0.95, 3 attempts); all
    aliases are shown to it as acceptable answers; verdicts are cached on disk (SQLite) keyed by
    (question, answer, ground truth, judge model), so a rerun costs nothing;
-3. with no endpoint, a deterministic offline judge decides: the answer must *state* an alias
-   (:func:`venus_utils.eval.answers.states_answer`: its **bold** span if it highlights one, else the text; a whole
-   name, not part of a longer one; years and numbers exact).  Near misses are refused: a first name alone, a
-   namesake one letter off, a company sharing a word with the truth, a city named like the country.  So are the
-   ways an answer can hedge, in any letter case: several candidates ("A or B", a list), a range or estimate of a
-   number ("1983-1985", "around 1985"), the name negated ("not A"), the name inside a longer one ("A Jr.", "Lena A").
-   Aliases still pass (the world's alias lists, letter case, articles, markdown emphasis).  (Token F1 >= 0.5, the
-   first rule, accepted near misses; the second, ``offline-strict``, accepted lower-case hedges, ranges, negations
-   and suffixes: RL could be paid for them.)  ``offline-strict-2`` is its name.
+3. with no endpoint, a deterministic offline judge, ``offline-exact``, refuses the rest: an answer is correct only
+   when, after normalisation, it EQUALS one of the ground truth's aliases (as exact-match scoring does in Search-R1).
+   The normalisation: accents and Unicode forms folded, thousands separators, letter case, articles (a / an / the),
+   punctuation (but not ``? ~ < >`` and the like: they qualify an answer), markdown emphasis, surrounding whitespace
+   and a leading "the answer is" / "answer:" / "final answer:"; a date that is the whole answer is compared as a date;
+   an alias written "Label: value" also counts as its value.  Lists, words added to a name, possessives, hedges
+   ("probably A", "A?"), ranges and estimates, negations and sentences around the answer are refused.  (The earlier
+   rules paid wrong answers: token F1 >= 0.5 near misses, then ``offline-strict`` and ``offline-strict-2``, which
+   looked for an alias stated inside the answer, lists with the right name first, words added to a name,
+   possessives and hedges.)
 
 A judge error (endpoint down, no verdict in the reply) is never a wrong answer: its :attr:`Verdict.value` is NaN,
 scorers leave it out and count it.  When the LLM judge fails on more than a small share of a batch
@@ -78,7 +80,7 @@ confidence: The extracted confidence score between 0|\\%| and 100|\\%| from [res
 """.strip()  # noqa: E501 (the prompt's lines are kept verbatim)
 
 DEFAULT_MODEL = "Qwen3-235B-A22B-Instruct-2507"  # DR-Venus's JUDGE_MODEL_NAME default
-OFFLINE_NAME = "offline-strict-2"  # -2: refuses ranges, negations, suffixes, hedges in any case (issue 40)
+OFFLINE_NAME = "offline-exact"  # the answer, normalised, equals an alias (answers.exact_answer)
 MAX_ERROR_SHARE = 0.05  # a batch with more LLM-judge failures than this share stops (JudgeUnavailable)
 DEAD_AFTER = 8  # this many failures before any success: the endpoint is down, the rest of the batch is not tried
 FALLBACKS = ("stop", "offline")
@@ -266,9 +268,9 @@ class Judge:
             )
         why = f" ({self.reason})" if self.reason else ""
         return (
-            f"offline judge{why}: the answer (its highlighted part if any) must state one of the aliases: a whole "
-            "name, not part of a longer one, years and numbers exact; near misses, several candidates, ranges, "
-            "estimates and negations are refused, in any letter case. "
+            f"offline judge{why}: the answer must equal one of the aliases after normalisation (letter case, "
+            "articles, punctuation, accents, markdown emphasis and a leading 'the answer is' aside; dates compared as "
+            "dates); anything else (lists, added words, hedges, ranges, sentences) is refused. "
             "Set JUDGE_API_BASE / JUDGE_API_KEY / JUDGE_MODEL for the LLM judge."
         )
 
@@ -276,12 +278,12 @@ class Judge:
     def _shortcut(self, answer: str, ground_truth: Any) -> Verdict | None:
         if not answer or not str(answer).strip() or str(answer).strip().lower() == "answer here":
             return Verdict(False, "empty", self.name, 0.0)
-        # the exact-match shortcut, unless the strict rule refuses what normalisation hid ("~1985", "not Paris")
-        if answers.exact_match(answer, ground_truth) and answers.states_answer(answer, ground_truth):
+        # the exact-match shortcut: the offline judge's normalised equality with an alias
+        if answers.exact_answer(answer, ground_truth):
             return Verdict(True, "exact", self.name, 1.0)
-        if not self.api_base:
+        if not self.api_base:  # the offline judge accepts exact answers only: the rest is refused
             score = answers.best_span_f1(answer, ground_truth)
-            return Verdict(answers.states_answer(answer, ground_truth), "offline", self.name, round(score, 4))
+            return Verdict(False, "offline", self.name, round(score, 4))
         return None
 
     def _http(self):
@@ -408,7 +410,7 @@ def judge_function(kind: str | Judge = "auto") -> tuple[JudgeFn, str]:
     """The project's judge as a plain function ``judge(questions, predictions, ground_truths) -> [1.0 | 0.0, ...]``
     (what the RL trainer, :func:`venus_utils.rl.rollout.evaluate_accuracy` and :func:`venus_utils.eval.metrics.score`
     take), and :meth:`Judge.describe` of the judge behind it (keep it next to any number it produced).  ``kind``: auto
-    (the LLM judge when an endpoint is configured, else the strict offline judge), llm or offline
+    (the LLM judge when an endpoint is configured, else the exact offline judge), llm or offline
     (:meth:`Judge.from_env`), or a :class:`Judge` already made."""
     judge = Judge.from_env(kind) if isinstance(kind, str) else kind
 
