@@ -78,3 +78,20 @@ def test_readme_is_short_and_starts_with_its_two_commands():
 def test_docs_folder_holds_the_research_record():
     for name in ("experiments.md", "performance.md", "scaling.md", "reference.md", "notebooks.md"):
         assert (REPO_ROOT / "docs" / name).is_file(), name
+
+
+#: the runs of the study the README's headline reports (its command names them)
+HEADLINE_RUNS = [REPO_ROOT / "results" / f"cpu-lesson-seed{s}" for s in range(20, 26)]
+
+
+def test_the_readme_headline_is_what_eval_study_prints_over_the_kept_seeds(capsys):
+    """The headline table is copied, byte for byte, from ``eval study <runs> --markdown`` over the kept runs."""
+    if not all(run.is_dir() for run in HEADLINE_RUNS):
+        pytest.skip("the headline's kept runs are not in this checkout")
+    from venus_utils.eval.__main__ import main
+
+    assert main(["study", *map(str, HEADLINE_RUNS), "--markdown"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    table = [line for line in printed if line.startswith("|")]
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(table) == 10 and "\n".join(table) in readme

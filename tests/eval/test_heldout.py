@@ -131,6 +131,7 @@ def test_a_model_saved_again_is_not_rescored_and_changed_weights_are(run, tmp_pa
 
     from transformers import AutoModelForCausalLM
 
+    from venus_utils.core.checkpoints import seal_model
     from venus_utils.eval.heldout import EvalSettings, evaluate_model, heldout_questions, model_digest
     from venus_utils.eval.judge import Judge
 
@@ -143,7 +144,8 @@ def test_a_model_saved_again_is_not_rescored_and_changed_weights_are(run, tmp_pa
     first = evaluate_model(model_dir, qa, out, settings, world_dir=run / "world", judge=judge, progress=False)
     digest = model_digest(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir)
-    model.save_pretrained(model_dir)  # saved again: the same weights
+    model.save_pretrained(model_dir)  # saved again: the same weights, sealed as every export is
+    seal_model(model_dir)
     assert model_digest(model_dir) == digest
     capsys.readouterr()
     again = evaluate_model(model_dir, qa, out, settings, tools=object(), judge=judge, progress=False)
@@ -172,6 +174,7 @@ def test_a_model_saved_again_is_not_rescored_and_changed_weights_are(run, tmp_pa
     with torch.no_grad():
         model.model.layers[0].mlp.up_proj.weight.mul_(2.0)
     model.save_pretrained(model_dir)  # trained further: other weights
+    seal_model(model_dir)
     assert model_digest(model_dir) != digest
     capsys.readouterr()
     evaluate_model(model_dir, qa, out, settings, world_dir=run / "world", judge=judge, progress=False)
@@ -502,3 +505,24 @@ def test_rejudge_scores_a_runs_tables_again_from_their_answers(tmp_path, capsys)
         main(["rejudge", str(tmp_path)]) == 0
         and "every table is judged by the current judge" in capsys.readouterr().out
     )
+
+
+def test_the_seed_level_interval_and_the_pooled_mcnemar_p_equal_values_computed_by_hand():
+    """The study's two tests, pinned to values computed independently (a study's bug would move them):
+    six differences 0.05..0.09, mean 0.065, sample sd sqrt(0.00175 / 5) = 0.0187083, t(0.975, df 5) = 2.5705818,
+    half-width 2.5705818 x 0.0187083 / sqrt(6) = 0.0196332; McNemar with 9 fixed / 2 broken: 2 x P(X <= 2),
+    X ~ Bin(11, 1/2) = 2 x (1 + 11 + 55) / 2048 = 0.0654296875."""
+    from venus_utils.eval.stats import seed_level
+
+    r = seed_level([0.05, 0.08, 0.06, 0.07, 0.04, 0.09])
+    assert r["mean_difference"] == pytest.approx(0.065, abs=1e-12)
+    assert r["seed_sd"] == pytest.approx(0.0187083, abs=1e-7)
+    assert r["seed_ci_low"] == pytest.approx(0.065 - 0.0196332, abs=1e-6)
+    assert r["seed_ci_high"] == pytest.approx(0.065 + 0.0196332, abs=1e-6)
+    assert mcnemar_exact(9, 2) == pytest.approx(0.0654296875, abs=1e-12)
+    before = pd.Series([1.0] * 2 + [0.0] * 9 + [1.0] * 5 + [0.0] * 4, index=[f"q{i}" for i in range(20)])
+    after = pd.Series([0.0] * 2 + [1.0] * 9 + [1.0] * 5 + [0.0] * 4, index=before.index)
+    pooled = paired_comparison(before, after)
+    assert (pooled["fixed"], pooled["broken"], pooled["n"]) == (9, 2, 20)
+    assert pooled["mcnemar_p"] == pytest.approx(0.0654296875, abs=1e-12)
+    assert pooled["difference"] == pytest.approx(7 / 20)

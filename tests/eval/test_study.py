@@ -68,7 +68,7 @@ def test_rl_that_beats_the_control_on_every_count_teaches(tmp_path, capsys):
     assert decision["verdict"] == "RL teaches what more SFT does not"
     assert decision["igpo_vs_grpo"]["pooled"]["difference"] == pytest.approx(-0.01)
     assert decision["igpo_vs_grpo"]["decided"]  # 0 fixed / 6 broken: exact McNemar p = 2 / 2**6 = 0.031
-    assert "GRPO ahead" in decision["lines"][2]
+    assert "GRPO ahead" in decision["lines"][-1]
     table = headline_table(result).set_index("seed")
     assert table.loc["20", "SFT"] == "0.400" and table.loc["20", "RL (GRPO) − more SFT"] == "+0.080*"
     assert table.loc["pooled", "RL (GRPO) − more SFT"] == "+0.070*"
@@ -189,3 +189,37 @@ def test_a_seed_sharing_no_questions_with_its_baseline_is_one_line(tmp_path, cap
 
     with pytest.raises(ValueError, match="no common questions"):
         seed_level([0.1, None])
+
+
+def test_rl_must_beat_rejection_sampling_too_and_sft_must_be_at_its_plateau(tmp_path, capsys):
+    """The rule registered for seeds 30-35: the better RL arm must beat more SFT **and** fine-tuning on the SFT
+    model's own right answers (rejection sampling); a gain RFT matches came from the filter, not the gradient. And
+    criterion 1b: SFT at its plateau (more SFT gains at most +0.03 pooled)."""
+    per_seed = {
+        s: {"SFT": 40, "more SFT": 42, "RL (GRPO)": 50 + gap, "RL (IGPO)": 49 + gap, "rejection sampling": 57}
+        for s, gap in {30: 8, 31: 6, 32: 7, 33: 9, 34: 5, 35: 7}.items()
+    }
+    runs = _runs(tmp_path, per_seed)
+    result = study(runs)
+    assert {"rejection sampling vs SFT", "RL (IGPO) vs rejection sampling", "RL (GRPO) vs rejection sampling"} <= set(
+        result["pairs"]
+    )
+    decision = decide(result, Rule(sft_band=(0.2, 0.7)))
+    assert decision["sft_band"]["holds"] and decision["plateau"]["holds"]  # +0.02 pooled <= +0.03
+    assert decision["plateau"]["pooled"]["difference"] == pytest.approx(0.02)
+    assert decision["rl_vs_control"]["holds"]  # +0.15 over more SFT on every seed
+    rft = decision["rl_vs_rft"]
+    assert rft["better_arm"] == "RL (GRPO)" and not rft["holds"]  # +0.00 over RFT pooled: the filter's gain
+    assert rft["pooled"]["difference"] == pytest.approx(0.0) and not rft["checks"]["margin"]
+    assert decision["verdict"] == (
+        "RL teaches what more SFT does not; RL and rejection sampling are not told apart (undecided)"
+    )
+    assert main(["study", *map(str, runs), "--sft-band", "0.2,0.7"]) == 0
+    out = capsys.readouterr().out
+    assert "2b. better RL arm against rejection sampling: RL (GRPO) +0.000" in out and "1b. SFT at its plateau" in out
+    table = headline_table(result)
+    assert {"rejection sampling − SFT", "RL (GRPO) − rejection sampling"} <= set(table.columns)
+    stopped = _runs(tmp_path / "stopped", {s: {**m, "more SFT": 50} for s, m in per_seed.items()})
+    assert not decide(study(stopped))["plateau"]["holds"]  # more SFT +0.10: SFT was not at its plateau
+    with pytest.raises(SystemExit):
+        main(["study", *map(str, runs), "--sft-band", "0.7,0.2"])

@@ -310,3 +310,68 @@ def _pgid(pid: int) -> int | None:
         return os.getpgid(pid)
     except OSError:
         return None
+
+
+class _AnyAnswer:
+    """A judge that accepts every answer: the micro model answers nothing (right), and the arm's sampling, filtering
+    and FLOP match need right answers to keep."""
+
+    name = "any-answer"
+
+    def judge_many(self, items, progress=False):
+        from venus_utils.eval.judge import Verdict
+
+        return [Verdict(True, "offline", self.name) for _ in items]
+
+    def describe(self) -> str:
+        return self.name
+
+
+def test_the_rejection_sampling_arm_samples_filters_and_fine_tunes_for_the_budget(micro_run, tmp_path):
+    """``rl.rejection``: the stopped SFT model samples the IGPO arm's questions (as many rollouts as its steps make),
+    the judged-right trajectories are kept (trained on their sampled tokens only), and SFT continues on them from the
+    stopped checkpoint for the budget less the sampling's FLOPs: counted in full, within 15% of the budget at a size
+    that buys several steps. A rerun reuses the samples and the finished training."""
+    from venus_utils.rl.rejection import SAMPLES_FILE, SAMPLING_FILE, train_rft_arm
+    from venus_utils.run.cli import stage_params
+    from venus_utils.sft.config import SFTConfig
+    from venus_utils.sft.continuation import step_flops
+
+    run = tmp_path / "run"
+    shutil.copytree(micro_run, run, symlinks=True)
+    sft = ["--params", "params/smoke.yaml", "--run-dir", str(run)]
+    run_cli(["-m", "venus_utils.sft", "train", *sft, "--set", "max_steps=3", "--set", "save_steps=3"], timeout=300)
+    sets = {"filter_samples": 0, "max_steps": 2, "max_turns": 2, "max_tokens_per_turn": 12, "heldout_n": 4}
+    params, _ = stage_params(REPO_ROOT / "params" / "smoke.yaml", "04_igpo_rl", sets)
+    params = {**params, "device": "cpu"}
+    arm = run / "04_igpo_rl_rft"
+    with pytest.raises(ValueError, match="less than one fine-tuning step"):  # a budget the sampling alone spends
+        train_rft_arm(run, 1.0, params, judge=_AnyAnswer(), progress=False)
+    record = json.loads((arm / SAMPLING_FILE).read_text())
+    assert record["rollouts"] == 2 * params["prompts_per_step"] * params["num_generations"]
+    assert record["kept"] + sum(record["dropped"].values()) == record["rollouts"] and record["kept"] > 0
+    kept = [json.loads(line) for line in (arm / SAMPLES_FILE).read_text().splitlines()]
+    for row in kept:  # the prompt is never trained on; the sampled tokens are
+        assert len(row["labels"]) == len(row["input_ids"]) == row["length"] and 0 < row["n_loss"] < row["length"]
+        assert row["labels"][0] == -100 and all(x in (-100, t) for x, t in zip(row["labels"], row["input_ids"]))
+    sft_settings = json.loads((run / "03_sft_unsloth" / "summary.json").read_text())["settings"]
+    sft_cfg = SFTConfig.from_params({k: v["value"] for k, v in sft_settings.items()}, engine="trl")
+    from transformers import AutoConfig
+
+    per_step = step_flops(kept, sft_cfg, AutoConfig.from_pretrained(run / "00_setup" / "tiny_model"))
+    budget = record["sampling_flops"] + 8 * per_step  # several steps: the match is tested to 15%
+    summary = train_rft_arm(run, budget, params, judge=_AnyAnswer(), progress=False)
+    assert summary["steps"] == 8 and summary["start_step"] == 3
+    assert summary["sampling_flops"] == record["sampling_flops"] > 0 and summary["finetune_flops"] > 0
+    assert summary["train_flops"] == summary["sampling_flops"] + summary["finetune_flops"]
+    assert abs(summary["train_flops"] / budget - 1) <= 0.15, summary
+    history = json.loads((arm / "train_history.json").read_text())
+    rates = [h["learning_rate"] for h in history if h.get("step", 0) > 3 and "learning_rate" in h]
+    assert rates[0] == summary["learning_rate_start"] == 0.002 and len(rates) == 8  # every step logged, its FLOPs too
+    # a cosine from the stopped rate to the floor (0 in smoke), pinned a quarter of the way:
+    # 0.002 x (1 + cos(pi/4)) / 2 (a linear decay gives 0.0015 there)
+    assert rates[2] == pytest.approx(0.0017071067811865474, rel=1e-9) and rates == sorted(rates, reverse=True)
+    assert (arm / "model" / "config.json").is_file() and (arm / "heldout_rl.parquet").is_file()
+    assert summary["heldout_comparison"]["n"] == 4
+    again = train_rft_arm(run, budget, params, judge=_AnyAnswer(), progress=False)  # samples and training reused
+    assert again["steps"] == 8 and again["sampling"] == summary["sampling"]

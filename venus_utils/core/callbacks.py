@@ -6,6 +6,7 @@ They are made by functions so that importing this module stays light: ``transfor
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .distributed import any_process
@@ -62,3 +63,29 @@ def eval_loss_stop(target: float | None) -> TrainerCallback:
             return control
 
     return EvalLossStop()
+
+
+def resumed_as_configured(lr_factor: Callable[[int], float] | None = None) -> TrainerCallback:
+    """A trainer callback for a run resumed from a checkpoint, at the start of training (after the Trainer loaded the
+    checkpoint's state): the logging, evaluation and save intervals are this run's (the Trainer keeps the
+    checkpoint's, so a control continuing an SFT run that logged every 25 steps logged its own steps in 25s), and with
+    ``lr_factor`` (a schedule of the run's own, :func:`venus_utils.sft.continuation.lr_factor`) the first step trains
+    at the rate that schedule gives there, not at the rate the checkpoint's optimizer was left with (the stopped
+    run's own schedule: its floor, when that run had finished)."""
+    from transformers import TrainerCallback
+
+    class ResumedAsConfigured(TrainerCallback):
+        def on_train_begin(self, args, state, control, optimizer=None, lr_scheduler=None, **kwargs):
+            for name in ("logging_steps", "eval_steps", "save_steps"):
+                value = getattr(args, name, None)
+                if isinstance(value, (int, float)) and value >= 1:
+                    setattr(state, name, int(value))
+            if lr_factor is not None and optimizer is not None and hasattr(lr_scheduler, "base_lrs"):
+                rates = [base * lr_factor(lr_scheduler.last_epoch) for base in lr_scheduler.base_lrs]
+                for group, rate in zip(optimizer.param_groups, rates):
+                    group["lr"] = rate
+                if hasattr(lr_scheduler, "_last_lr"):  # what get_last_lr() (the logged rate) returns
+                    lr_scheduler._last_lr = rates
+            return control
+
+    return ResumedAsConfigured()

@@ -55,7 +55,7 @@ from .heldout import (
     rejudge_report,
     summary,
 )
-from .study import decide, headline_table, markdown_table, study
+from .study import Rule, decide, headline_table, markdown_table, study
 
 COLUMNS = ["run", "slice", "n", "accuracy_before", "accuracy_after", "difference", "diff_ci_low", "diff_ci_high"]
 COLUMNS += ["fixed", "broken", "mcnemar_p", "detectable_difference", "verdict"]
@@ -101,7 +101,7 @@ def run_study(args) -> int:
     except (FileNotFoundError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    decision = decide(result)
+    decision = decide(result, Rule(sft_band=args.sft_band))
     table = headline_table(result)
     slices = sorted({p["slice"] for p in result["pairs"].values()})
     print(f"{', '.join(slices)}, accuracy and paired difference (* McNemar p < 0.05), per seed, pooled, seed-level:")
@@ -146,6 +146,17 @@ def run_rejudge(args) -> int:
     return 0
 
 
+def _band(value: str) -> tuple[float, float]:
+    """``"0.2,0.7"`` -> (0.2, 0.7): two accuracies, low <= high."""
+    try:
+        low, high = (float(x) for x in value.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r}: expected LOW,HIGH, e.g. 0.2,0.7") from None
+    if not 0 <= low <= high <= 1:
+        raise argparse.ArgumentTypeError(f"{value!r}: need 0 <= LOW <= HIGH <= 1")
+    return low, high
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m venus_utils.eval", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -184,6 +195,13 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("runs", nargs="+", help="one run folder per seed, e.g. results/cpu-lesson-seed20 ...")
     s.add_argument("--json", default=None, help="also write the comparisons, the table and the decision to this file")
     s.add_argument("--markdown", action="store_true", help="print the headline table as Markdown (the README's copy)")
+    s.add_argument(
+        "--sft-band",
+        type=_band,
+        default=Rule.sft_band,
+        metavar="LOW,HIGH",
+        help="criterion 1: the SFT accuracy band the study registered (default 0.2,0.6; seeds 30-35: 0.2,0.7)",
+    )
     s.add_argument(
         "--arms",
         default=None,

@@ -35,7 +35,7 @@ from ..agent.settings import AgentSettings, model_agent_settings
 from ..core import qa_files as loaders
 from ..core.aio import run_coroutine
 from ..core.io import atomic_dir, atomic_path, check_replaceable, read_json, write_json
-from ..core.paths import CONTROL_DIR, RL_STAGE, SFT_STAGE
+from ..core.paths import CONTROL_DIR, RFT_DIR, RL_STAGE, SFT_STAGE
 from ..core.qa_files import load_questions, made_with, stratified_sample
 from ..core.stage import RUN_PROFILE, SUMMARY
 from ..core.world_store import load_world_questions
@@ -55,11 +55,14 @@ RL_ARMS = {
 }
 #: the control: the stopped SFT model trained on with SFT for the IGPO arm's compute (``rl arms --arms ...,control``)
 CONTROL = "more SFT"
+#: rejection-sampling fine-tuning from the same SFT model for the IGPO arm's compute (``rl arms --arms ...,rft``)
+RFT = "rejection sampling"
 SCORED = {
     "base": f"{SFT_STAGE}/heldout_base.parquet",
     "SFT": f"{SFT_STAGE}/heldout_sft.parquet",
     **{f"RL ({arm})": f"{folder}/heldout_rl.parquet" for arm, folder in RL_ARMS.items()},
     CONTROL: f"{CONTROL_DIR}/heldout_rl.parquet",  # the arm's model, scored as the RL arms' are
+    RFT: f"{RFT_DIR}/heldout_rl.parquet",
 }
 META_COLUMNS = ("template", "hops", "subworld", "world", "tier", "group", "tier_group")
 #: the breakdowns of every held-out accuracy (summary.json's ``by``): tier and sub-world group together (the headline
@@ -555,14 +558,16 @@ def comparison_frame(comparisons: dict[str, dict[str, Any]]) -> pd.DataFrame:
 
 def arm_pairs(labels: Sequence[str]) -> list[tuple[str, str]]:
     """The ``(baseline, model)`` pairs a run's held-out results are compared in, of the models ``labels`` names
-    (:data:`SCORED`): every trained model (each RL arm, the control) against the SFT model it started from, every RL
-    arm against the control (:data:`CONTROL`: more SFT for the IGPO arm's compute: "RL vs more SFT"), and IGPO
+    (:data:`SCORED`): every trained model (each RL arm, the control, rejection sampling) against the SFT model it
+    started from, every RL arm against each cheaper way to spend its compute (:data:`CONTROL`: more SFT, "RL vs more
+    SFT"; :data:`RFT`: fine-tuning on the SFT model's own right answers, "RL vs rejection sampling"), and IGPO
     against GRPO."""
     have = set(labels)
     rl = [label for label in labels if label.startswith("RL")]
-    pairs = [("SFT", model) for model in [*rl, CONTROL] if model in have and "SFT" in have]
-    if CONTROL in have:
-        pairs += [(CONTROL, model) for model in rl]
+    pairs = [("SFT", model) for model in [*rl, CONTROL, RFT] if model in have and "SFT" in have]
+    for cheaper in (CONTROL, RFT):
+        if cheaper in have:
+            pairs += [(cheaper, model) for model in rl]
     if {"RL (IGPO)", "RL (GRPO)"} <= have:
         pairs.append(("RL (GRPO)", "RL (IGPO)"))
     return pairs

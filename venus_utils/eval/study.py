@@ -1,18 +1,20 @@
 """A pre-registered study of several seeds, read as it was registered: every pair of models in every seed's run, pooled
 by question and with the seed as the unit, on the headline slice, and the decision rule applied to those numbers.
 
-The rule is issue 40's, written before seeds 20-25 ran (docs/experiments.md, "Pre-registered: seeds 20–25"):
+The rule (docs/experiments.md names the one each study registered, with its numbers, before its seeds ran):
 
 1. SFT answers the headline slice within ``sft_band`` on at least ``band_seeds`` of the seeds (a seed outside it is
-   reported, not dropped).
-2. RL teaches what more SFT does not if the better RL arm (the larger pooled difference against the control) beats
-   the control by at least ``margin`` pooled with McNemar p < ``alpha``, with a positive difference on at least
-   ``positive_seeds`` seeds and a seed-level 95% interval above zero.
+   reported, not dropped); 1b. SFT at its plateau: more SFT for the RL arm's compute gains at most
+   ``plateau_margin`` over SFT, pooled.
+2. RL teaches what a cheaper way to spend its compute does not if the better RL arm (the one whose smallest pooled
+   lead over the cheaper arms is the largest) beats **each** of them (2: more SFT, the control; 2b: rejection-sampling
+   fine-tuning, where the runs have it) by at least ``margin`` pooled with McNemar p < ``alpha``, with a positive
+   difference on at least ``positive_seeds`` seeds and a seed-level 95% interval above zero.
 3. IGPO against GRPO: the pooled paired difference with the smallest difference the test detects.
 
-``python -m venus_utils.eval study results/cpu-lesson-seed2{0..5} [--json F] [--markdown]`` prints the table the
-README's headline copies (one row per seed, the pooled row, the seed-level row; ``--markdown``: as a Markdown table)
-and the decision.
+``python -m venus_utils.eval study results/cpu-lesson-seed2{0..5} [--sft-band 0.2,0.6] [--json F] [--markdown]``
+prints the table the README's headline copies (one row per seed, the pooled row, the seed-level row; ``--markdown``:
+as a Markdown table) and the decision.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import Any
 import pandas as pd
 
 from ..core.profiles import load_profile
-from .heldout import CONTROL, HEADLINE, SCORED, SEEDS_ROW, arm_pairs, compare_runs
+from .heldout import CONTROL, HEADLINE, RFT, SCORED, SEEDS_ROW, arm_pairs, compare_runs
 
 IGPO, GRPO = "RL (IGPO)", "RL (GRPO)"
 POOLED = "pooled"
@@ -35,13 +37,15 @@ COUNTS = ("n", "fixed", "broken", "both_right", "both_wrong", "seeds", "positive
 
 @dataclass(frozen=True)
 class Rule:
-    """The registered decision rule's numbers (issue 40)."""
+    """The registered decision rule's numbers (the defaults: the study of seeds 20-25; the study of seeds 30-35
+    registered ``sft_band=(0.2, 0.7)``)."""
 
     sft_band: tuple[float, float] = (0.2, 0.6)
     band_seeds: int = 5
     margin: float = 0.05
     alpha: float = 0.05
     positive_seeds: int = 5
+    plateau_margin: float | None = 0.03  # SFT at its plateau: more SFT - SFT, pooled, at most this
 
 
 def seed_of(run: str | Path) -> str:
@@ -138,35 +142,30 @@ def decide(result: dict[str, Any], rule: Rule = Rule()) -> dict[str, Any]:
             + ("holds" if holds else "does not hold")
             + (f" (outside: {outside})" if outside else "")
         )
-    against = {p["model"]: p["rows"] for p in pairs.values() if p["baseline"] == CONTROL}
-    if against:
-        best = max(against, key=lambda m: against[m][POOLED]["difference"])
-        pooled, level = against[best][POOLED], against[best][SEEDS_ROW]
-        checks = {
-            "margin": pooled["difference"] >= rule.margin,
-            "mcnemar": pooled["mcnemar_p"] < rule.alpha,
-            "positive_seeds": level["positive"] >= rule.positive_seeds,
-            "seed_interval": level["seed_ci_low"] is not None and level["seed_ci_low"] > 0,
-        }
-        teaches = all(checks.values())
-        out["rl_vs_control"] = {"better_arm": best, "pooled": pooled, "seeds": level, "checks": checks}
-        out["rl_vs_control"]["holds"] = teaches
-        if teaches:
-            verdict = "RL teaches what more SFT does not"
-        elif pooled["difference"] < 0 and pooled["mcnemar_p"] < rule.alpha:
-            verdict = "more SFT for the same compute does better than RL"
-        elif pooled["mcnemar_p"] >= rule.alpha:
-            verdict = "RL and more SFT are not told apart (undecided)"
-        else:
-            verdict = "RL is ahead of more SFT, but not by the registered margin and consistency"
+    plateau = pairs.get(f"{CONTROL} vs SFT")
+    if plateau and rule.plateau_margin is not None:
+        gain = plateau["rows"][POOLED]
+        holds = gain["difference"] <= rule.plateau_margin
+        out["plateau"] = {"pooled": gain, "margin": rule.plateau_margin, "holds": holds}
         lines.append(
-            f"2. better RL arm against more SFT: {best} {pooled['difference']:+.3f} "
-            f"[{pooled['diff_ci_low']:+.3f}, {pooled['diff_ci_high']:+.3f}] pooled (n = {pooled['n']}, "
-            f"p = {pooled['mcnemar_p']:.2g}, {pooled['fixed']} fixed / {pooled['broken']} broken); per seed "
-            f"positive on {level['positive']} of {level['seeds']}, seed-level mean {level['mean_difference']:+.3f} "
-            f"[{_fmt(level['seed_ci_low'])}, {_fmt(level['seed_ci_high'])}]: {verdict}"
+            f"1b. SFT at its plateau (more SFT - SFT pooled <= {rule.plateau_margin:+.2f}): "
+            f"{gain['difference']:+.3f} [{gain['diff_ci_low']:+.3f}, {gain['diff_ci_high']:+.3f}], "
+            f"p = {gain['mcnemar_p']:.2g}: " + ("holds" if holds else "does not hold: more SFT still helps")
         )
-        out["verdict"] = verdict
+    cheaper = {
+        label: {p["model"]: p["rows"] for p in pairs.values() if p["baseline"] == label} for label in (CONTROL, RFT)
+    }
+    cheaper = {label: arms for label, arms in cheaper.items() if arms}
+    if cheaper:
+        # the better RL arm: the one whose smallest pooled lead over the cheaper arms is the largest
+        arms = sorted(set.intersection(*(set(a) for a in cheaper.values())))
+        best = max(arms, key=lambda m: min(c[m][POOLED]["difference"] for c in cheaper.values()))
+        for number, (label, against) in zip(("2", "2b"), cheaper.items()):
+            key = "rl_vs_control" if label == CONTROL else "rl_vs_rft"
+            out[key], line = _beats(against[best], best, label, rule)
+            lines.append(f"{number}. {line}")
+        verdicts = [out[k]["verdict"] for k in ("rl_vs_control", "rl_vs_rft") if k in out]
+        out["verdict"] = "; ".join(verdicts)
     duel = pairs.get(f"{IGPO} vs {GRPO}")
     if duel:
         pooled = duel["rows"][POOLED]
@@ -181,6 +180,36 @@ def decide(result: dict[str, Any], rule: Rule = Rule()) -> dict[str, Any]:
         )
     out["lines"] = lines
     return out
+
+
+def _beats(rows: dict[str, Any], best: str, label: str, rule: Rule) -> tuple[dict[str, Any], str]:
+    """Criterion 2 against one cheaper arm (``label``: more SFT, rejection sampling): ``rows`` the better RL arm's
+    comparison with it; returns its record (figures, each check, whether it holds, the verdict) and its line."""
+    pooled, level = rows[POOLED], rows[SEEDS_ROW]
+    checks = {
+        "margin": pooled["difference"] >= rule.margin,
+        "mcnemar": pooled["mcnemar_p"] < rule.alpha,
+        "positive_seeds": level["positive"] >= rule.positive_seeds,
+        "seed_interval": level["seed_ci_low"] is not None and level["seed_ci_low"] > 0,
+    }
+    teaches = all(checks.values())
+    if teaches:
+        verdict = f"RL teaches what {label} does not"
+    elif pooled["difference"] < 0 and pooled["mcnemar_p"] < rule.alpha:
+        verdict = f"{label} for the same compute does better than RL"
+    elif pooled["mcnemar_p"] >= rule.alpha:
+        verdict = f"RL and {label} are not told apart (undecided)"
+    else:
+        verdict = f"RL is ahead of {label}, but not by the registered margin and consistency"
+    record = {"better_arm": best, "pooled": pooled, "seeds": level, "checks": checks, "holds": teaches}
+    line = (
+        f"better RL arm against {label}: {best} {pooled['difference']:+.3f} "
+        f"[{pooled['diff_ci_low']:+.3f}, {pooled['diff_ci_high']:+.3f}] pooled (n = {pooled['n']}, "
+        f"p = {pooled['mcnemar_p']:.2g}, {pooled['fixed']} fixed / {pooled['broken']} broken); per seed "
+        f"positive on {level['positive']} of {level['seeds']}, seed-level mean {level['mean_difference']:+.3f} "
+        f"[{_fmt(level['seed_ci_low'])}, {_fmt(level['seed_ci_high'])}]: {verdict}"
+    )
+    return {**record, "verdict": verdict}, line
 
 
 def _fmt(x: float | None) -> str:
@@ -201,7 +230,7 @@ def headline_table(result: dict[str, Any]) -> pd.DataFrame:
                 row.setdefault(pair["baseline"], _acc(r.get("accuracy_before")))
                 row.setdefault(pair["model"], _acc(r.get("accuracy_after")))
         for pair in pairs.values():
-            if pair["baseline"] not in ("SFT", CONTROL):
+            if pair["baseline"] not in ("SFT", CONTROL, RFT):
                 continue
             r = pair["rows"].get(key, {})
             name = f"{pair['model']} − {pair['baseline']}"

@@ -8,6 +8,7 @@
     python -m venus_utils.rl arms --params params/cpu.yaml [--arms igpo,grpo]   # both arms, then compared
     python -m venus_utils.rl arms --params params/cpu.yaml --parallel           # both at once, one process each
     python -m venus_utils.rl arms --params params/cpu.yaml --arms igpo,grpo,control  # and more SFT for IGPO's FLOPs
+    python -m venus_utils.rl arms --params params/cpu.yaml --arms igpo,grpo,control,rft  # and rejection sampling
 
 It reads the ``04_igpo_rl`` parameters (the lesson's values of :mod:`venus_utils.core.defaults`, as in the notebook <
 profile < ``--set``), starts from ``03_sft_unsloth/model``, rolls out with the offline world's tools
@@ -39,7 +40,7 @@ import psutil
 
 from ..core.distributed import is_main_process, world_size
 from ..core.io import read_json, read_jsonl, write_json
-from ..core.paths import CONTROL_DIR, SFT_STAGE
+from ..core.paths import CONTROL_DIR, RFT_DIR, SFT_STAGE
 from ..core.stage import SUMMARY, Stage, resolve_run_dir
 from ..core.stopping import end_processes
 from ..eval import heldout as ho
@@ -50,6 +51,7 @@ from ..tools import make_toolbox
 from .config import IGPOConfig
 from .control import train_control_arm
 from .policy import load_policy
+from .rejection import train_rft_arm
 from .rewards import reward_functions
 from .steps import (
     STAGE,
@@ -149,6 +151,9 @@ ARMS = {
 }
 #: the control arm (``--arms ...,control``): not RL, more SFT from the same stopped model for the IGPO arm's FLOPs
 CONTROL_ARM = "control"
+#: rejection sampling (``--arms ...,rft``): fine-tuning on the SFT model's own right answers, for IGPO's FLOPs
+RFT_ARM = "rft"
+CHEAPER_ARMS = (CONTROL_ARM, RFT_ARM)
 
 
 def finished_arm(out: Path, params: dict) -> bool:
@@ -176,22 +181,43 @@ def finished_arm(out: Path, params: dict) -> bool:
     return True
 
 
+def igpo_budget(run: Path, arm: str) -> float:
+    """The model FLOPs the run's IGPO arm counted (its ``metrics.jsonl``): what the cheaper arms are matched to."""
+    metrics = run / ho.RL_ARMS["IGPO"] / "metrics.jsonl"
+    budget = train_flops(read_jsonl(metrics)) if metrics.is_file() else None
+    if not budget:
+        raise ValueError(
+            f"{metrics}: no FLOPs to match: train the IGPO arm first (--arms igpo,{arm}); the {arm} arm gets the "
+            "model FLOPs it counted (runs made before the count existed have none: train the IGPO arm again)"
+        )
+    return budget
+
+
+def rft(args: argparse.Namespace, run: Path) -> dict:
+    """The rejection-sampling arm (:func:`venus_utils.rl.rejection.train_rft_arm`): the run's stopped SFT model
+    samples the IGPO arm's questions with the RL stage's settings (the profile's and the command's ``--set``), keeps
+    its right trajectories and is fine-tuned on them, for the model FLOPs the IGPO arm counted, sampling included.
+    A finished arm is not trained again (its samples and checkpoints are reused)."""
+    params, profile = stage_params(args.params, STAGE, parse_sets(args.sets))
+    return train_rft_arm(
+        run,
+        igpo_budget(run, RFT_ARM),
+        params,
+        judge=Judge.from_env(params["judge"]),
+        profile=profile,
+        launched_from="python -m venus_utils.rl arms",
+    )
+
+
 def control(args: argparse.Namespace, run: Path) -> dict:
     """The control arm (:func:`venus_utils.rl.control.train_control_arm`): the run's stopped SFT model trained on
     with SFT, with the settings its SFT stage ran with, for the model FLOPs the IGPO arm counted (its
     ``metrics.jsonl``); then scored on the held-out questions as the RL arms are (the RL stage's settings: the
     profile's and the command's ``--set``).  A finished control is not trained again."""
     params, profile = stage_params(args.params, STAGE, parse_sets(args.sets))
-    metrics = run / ho.RL_ARMS["IGPO"] / "metrics.jsonl"
-    budget = train_flops(read_jsonl(metrics)) if metrics.is_file() else None
-    if not budget:
-        raise ValueError(
-            f"{metrics}: no FLOPs to match: train the IGPO arm first (--arms igpo,control); the control gets the "
-            "model FLOPs it counted (runs made before the count existed have none: train the IGPO arm again)"
-        )
     return train_control_arm(
         run,
-        budget,
+        igpo_budget(run, CONTROL_ARM),
         offline=params["offline"],
         train_qa=params["train_qa"],
         heldout_qa=params["heldout_qa"],
@@ -208,8 +234,9 @@ def _arm_choices(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--arms",
         default="igpo,grpo",
-        help=f"comma-separated arms to train from the run's one SFT model ({', '.join([*ARMS, CONTROL_ARM])}; default "
-        "igpo,grpo; control: more SFT for the IGPO arm's FLOPs, trained after the RL arms)",
+        help=f"comma-separated arms to train from the run's one SFT model ({', '.join([*ARMS, *CHEAPER_ARMS])}; "
+        "default igpo,grpo; control: more SFT for the IGPO arm's FLOPs, rft: fine-tuning on the SFT model's own right "
+        "answers for the same FLOPs, sampling included; both trained after the RL arms)",
     )
     p.add_argument(
         "--parallel",
@@ -284,9 +311,9 @@ def arms(args: argparse.Namespace) -> dict:
     GRPO, with the smallest difference the design could detect (``arms.json`` in the run folder; pool several seeds'
     run folders with ``python -m venus_utils.eval compare``)."""
     chosen = [a.strip() for a in args.arms.split(",") if a.strip()]
-    unknown = sorted(set(chosen) - set(ARMS) - {CONTROL_ARM})
+    unknown = sorted(set(chosen) - set(ARMS) - set(CHEAPER_ARMS))
     if unknown or not chosen:
-        raise ValueError(f"--arms {args.arms!r}: choose among {', '.join([*ARMS, CONTROL_ARM])}")
+        raise ValueError(f"--arms {args.arms!r}: choose among {', '.join([*ARMS, *CHEAPER_ARMS])}")
     if args.out is not None:
         raise ValueError("--out: each arm has its own folder (eval.heldout.RL_ARMS); give --run-dir instead")
     _, profile = stage_params(args.params, STAGE, parse_sets(args.sets))
@@ -296,7 +323,7 @@ def arms(args: argparse.Namespace) -> dict:
     if note:  # a warning, not a refusal: RL from such a model is a legitimate (if unpromising) experiment
         print(f"[arms] WARNING: {note}", flush=True)
     jobs = []
-    for arm in (a for a in chosen if a != CONTROL_ARM):
+    for arm in (a for a in chosen if a not in CHEAPER_ARMS):
         label, sets = ARMS[arm]
         overrides = [*args.sets, *(f"{k}={'true' if v is True else v}" for k, v in sets.items())]
         out = run / ho.RL_ARMS[label]
@@ -319,10 +346,16 @@ def arms(args: argparse.Namespace) -> dict:
         if is_main_process():
             control(args, run)
         seconds[ho.CONTROL] = round(time.perf_counter() - started, 1)
+    if RFT_ARM in chosen:
+        print(f"[arms] {ho.RFT}: {run / RFT_DIR}", flush=True)
+        if is_main_process():
+            rft(args, run)
+        seconds[ho.RFT] = round(time.perf_counter() - started, 1)
     # how the arms ran: wall seconds from the start of the first arm to the end of each (a finished arm: ~0)
     timing = {"parallel": parallel, "cpu_threads": cpu_threads(), "wall_seconds": seconds}
-    labels = ["SFT", *(f"RL ({ARMS[a][0]})" for a in chosen if a != CONTROL_ARM)]
+    labels = ["SFT", *(f"RL ({ARMS[a][0]})" for a in chosen if a not in CHEAPER_ARMS)]
     labels += [ho.CONTROL] if CONTROL_ARM in chosen else []
+    labels += [ho.RFT] if RFT_ARM in chosen else []
     rows = []
     for baseline, model in ho.arm_pairs(labels):
         try:  # every question, and the headline slice (hard/heldout) when the world has a hard tier

@@ -108,10 +108,11 @@ def control_steps(budget_flops: float, per_step: float) -> int:
     return max(1, round(budget_flops / per_step))
 
 
-def seed_checkpoints(sft_dir: str | Path, out_dir: str | Path) -> tuple[int, float]:
-    """Copy the stopped SFT run's last checkpoint and its resume record into ``out_dir/checkpoints`` (once: a
-    control that has checkpoints of its own resumes from them), its training clock set to zero (the control's
-    ``train_wall_s`` is its own training, not SFT's).  Returns ``(step, learning rate)`` it stopped at."""
+def seed_checkpoints(sft_dir: str | Path, out_dir: str | Path, record: bool = True) -> tuple[int, float]:
+    """Copy the stopped SFT run's last checkpoint and (``record``) its resume record into ``out_dir/checkpoints``
+    (once: an arm that has checkpoints of its own resumes from them), its training clock set to zero (the arm's
+    ``train_wall_s`` is its own training, not SFT's).  Without the record (an arm on other data: rejection sampling)
+    the arm's first call writes its own.  Returns ``(step, learning rate)`` it stopped at."""
     checkpoint, step, rate = stopped_checkpoint(sft_dir)
     target = Path(out_dir) / "checkpoints"
     if not any(target.glob("checkpoint-*")):
@@ -120,7 +121,8 @@ def seed_checkpoints(sft_dir: str | Path, out_dir: str | Path) -> tuple[int, flo
         shutil.copytree(checkpoint, partial, dirs_exist_ok=True)
         write_train_clock(partial, 0.0)
         partial.rename(target / checkpoint.name)
-        shutil.copy2(checkpoint.parent / RESUME_RECORD, target / RESUME_RECORD)
+        if record:
+            shutil.copy2(checkpoint.parent / RESUME_RECORD, target / RESUME_RECORD)
     return step, rate
 
 

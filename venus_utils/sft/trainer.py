@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..agent.settings import check_model_agent_settings, write_model_agent_settings
-from ..core.callbacks import eval_loss_stop, time_limit
+from ..core.callbacks import eval_loss_stop, resumed_as_configured, time_limit
 from ..core.checkpoints import (
     AtomicCheckpoints,
     ResumePoint,
@@ -225,8 +225,10 @@ def _trainer_class(base):
             return loss
 
         def log(self, logs: dict[str, float], *args, **kwargs) -> None:
-            if "loss" in logs and self._flops_window:
-                logs["flops"] = self._flops_window  # model FLOPs since the last log, every process
+            if ("loss" in logs or "train_runtime" in logs) and self._flops_window:
+                # model FLOPs since the last log, every process; the steps after the last loss log are in the closing
+                # summary's, so a run's FLOPs are the sum over its history
+                logs["flops"] = self._flops_window
                 self._flops_window = 0.0
             if "loss" in logs and self._window["tokens"]:
                 dt = max(time.perf_counter() - self._window["t0"], 1e-9)
@@ -591,7 +593,12 @@ def _build_trainer(
         eval_dataset=_to_dataset(val_rows),
         processing_class=tokenizer,
         data_collator=Collator(pad_id, cfg.batching, cfg.max_length, cfg.pad_to_multiple_of),
-        callbacks=[time_limit(cfg.max_time_minutes), eval_loss_stop(cfg.stop_at_eval_loss), *(callbacks or [])],
+        callbacks=[
+            time_limit(cfg.max_time_minutes),
+            eval_loss_stop(cfg.stop_at_eval_loss),
+            resumed_as_configured(lr_factor),
+            *(callbacks or []),
+        ],
         venus_config=cfg,
         lr_factor=lr_factor,
     )
@@ -619,7 +626,9 @@ def _export_trained(
         if agent_settings is not None and acc.is_main_process:
             for folder in (out_dir / "model", out_dir / "adapter"):
                 if folder.is_dir():
+                    check_model(folder)  # intact before its record is rewritten and sealed again
                     write_model_agent_settings(folder, agent_settings, "sft")
+                    seal_model(folder)
     elif acc.is_main_process:
         model_dir, adapter_dir = export_model(
             acc.unwrap_model(trainer.model),

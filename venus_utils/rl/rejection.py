@@ -1,0 +1,314 @@
+"""Rejection-sampling fine-tuning (RFT): the other cheaper way to spend an RL arm's compute.
+
+The field's baseline for outcome-reward RL (STaR, RFT, ReST-EM, RAFT: ``../shared/spec/rl-place.md``) samples the
+model on the RL questions, keeps the trajectories the judge accepts and fine-tunes on them. A gain of RL that this arm
+matches came from training on the model's own right answers, not from the policy gradient. :func:`train_rft_arm`
+builds it from the same stopped (plateau) SFT checkpoint the RL arms and the control start from:
+
+1. **Sampling** (:func:`sample_right`): the SFT model rolls out the RL arm's questions with the RL arm's rollout
+   settings (temperature, top-p, turns, tokens per turn) and tools, as many rollouts as the IGPO arm made
+   (``max_steps x prompts_per_step x num_generations``: the first ``max_steps x prompts_per_step`` questions of the RL
+   pool, drawn by the run's seed, ``num_generations`` each). The run's judge (RL's reward) scores each answer.
+2. **Filtering**: a right trajectory is kept, trained on exactly the tokens it sampled (the tool output and the
+   prompts masked, as SFT and RL mask them); wrong, unjudged (the judge failed), duplicate (the same tokens as a kept
+   sample of the same question) and too long (over SFT's ``max_length``) ones are counted under their reason.
+3. **Fine-tuning**: as the control does (:mod:`venus_utils.sft.continuation`): the stopped SFT run's last checkpoint
+   (weights, AdamW moments) trained on the kept trajectories, from the learning rate it stopped at cosine down to its
+   floor, for the RL arm's model FLOPs **less what the sampling spent** (a :class:`~venus_utils.core.perf.FlopCounter`
+   on the sampling model counts the rollouts as the RL arm counts its own).
+
+The samples are kept in the arm's folder (``rft_samples.jsonl``, with ``sampling.json``): a rerun after a stop trains
+on from its checkpoints without sampling again. ``python -m venus_utils.rl arms --arms igpo,...,rft`` and notebook 04
+(``rft_arm = True``) call it; its held-out results sit beside the RL arms' (:data:`venus_utils.eval.heldout.SCORED`:
+``rejection sampling``).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from ..core.io import read_json, read_jsonl, write_json, write_jsonl
+from ..core.paths import RFT_DIR, SETUP_STAGE, SFT_STAGE
+from ..core.stage import Stage
+from ..eval import heldout as ho
+from ..eval.judge import Judge, judge_function, judged_score
+from ..sft.config import SFTConfig
+from ..sft.continuation import control_steps, lr_factor, seed_checkpoints, step_flops
+from ..sft.data import IGNORE
+from ..sft.trainer import prepare_engine, train_sft
+from ..tools import make_toolbox
+from .config import IGPOConfig
+from .control import sft_settings
+from .rewards import Episode
+from .rollout import make_agent_rollout
+from .steps import heldout_eval, heldout_scores, stage_inputs
+from .training_rows import qa_rows
+
+SAMPLES_FILE = "rft_samples.jsonl"  # one line per kept trajectory: question id, input_ids, labels
+SAMPLING_FILE = "sampling.json"  # the sampling's counts, FLOPs and settings
+DROP_REASONS = ("wrong", "unjudged", "duplicate", "too_long")
+
+
+def rft_questions(rows: Sequence[dict], cfg: IGPOConfig, seed: int) -> list[dict]:
+    """The questions the RFT arm samples: as many as the IGPO arm's steps take (``max_steps x prompts_per_step``),
+    drawn from the RL pool by ``seed`` (the pool again, reshuffled, when it is smaller)."""
+    need = cfg.max_steps * cfg.prompts_per_step
+    rng, out = random.Random(f"{seed}-rft"), []
+    while len(out) < need:
+        pool = list(rows)
+        rng.shuffle(pool)
+        out += pool[: need - len(out)]
+    return out
+
+
+def episode_row(ep: Episode) -> dict[str, Any]:
+    """An episode as an SFT row: every token it saw, trained on the ones it sampled (``assistant_mask``)."""
+    ids = list(ep.prompt_ids) + list(ep.completion_ids)
+    labels = [IGNORE] * len(ep.prompt_ids) + [t if m else IGNORE for t, m in zip(ep.completion_ids, ep.assistant_mask)]
+    n_loss = sum(1 for x in labels if x != IGNORE)
+    return {"input_ids": ids, "labels": labels, "length": len(ids), "n_loss": n_loss}
+
+
+def keep_right(
+    episodes: Sequence[Episode], scores: Sequence[float], max_length: int, seen: set | None = None
+) -> tuple[list[dict], Counter]:
+    """The SFT rows of the episodes the judge accepted (``scores``: 1.0 right, 0.0 wrong, NaN the judge failed), and
+    every other episode counted under its reason (:data:`DROP_REASONS`). ``seen``: (question, tokens) already kept
+    (updated)."""
+    seen = set() if seen is None else seen
+    rows, dropped = [], Counter()
+    for ep, score in zip(episodes, scores):
+        value = judged_score(score)
+        if math.isnan(value):
+            dropped["unjudged"] += 1
+            continue
+        if value < 1.0:
+            dropped["wrong"] += 1
+            continue
+        row = episode_row(ep)
+        key = (ep.group if ep.group is not None else ep.question, tuple(row["input_ids"]))
+        if key in seen:
+            dropped["duplicate"] += 1
+            continue
+        if row["length"] > max_length:
+            dropped["too_long"] += 1
+            continue
+        seen.add(key)
+        rows.append({**row, "question_id": str(ep.group if ep.group is not None else ep.question)})
+    return rows, dropped
+
+
+def sample_right(
+    model,
+    tokenizer,
+    questions: Sequence[dict],
+    tools,
+    judge: Callable,
+    cfg: IGPOConfig,
+    *,
+    max_length: int,
+    seed: int = 0,
+    progress: bool = True,
+) -> tuple[list[dict], dict[str, Any]]:
+    """Roll out each of ``questions`` ``cfg.num_generations`` times with ``model`` (the RL arm's rollout settings),
+    judge them and keep the right ones (:func:`keep_right`), ``cfg.prompts_per_step`` questions at a time (an RL
+    step's batch). Returns the kept rows and the record: rollouts, kept, each drop reason, the share right, and the
+    model FLOPs the sampling spent."""
+    import torch
+    from transformers import set_seed
+
+    from ..core.perf import FlopCounter
+
+    set_seed(seed)
+    rollout = make_agent_rollout(tools)
+    counter = FlopCounter(model)
+    was_training = model.training
+    model.eval()
+    rows, dropped, seen, right = [], Counter(), set(), 0
+    batch = max(1, cfg.prompts_per_step)
+    try:
+        with torch.no_grad():
+            for start in tqdm(range(0, len(questions), batch), desc="rft sampling", disable=not progress):
+                chunk = [q for q in questions[start : start + batch] for _ in range(cfg.num_generations)]
+                episodes = rollout(model, tokenizer, chunk, cfg)
+                scores = judge(
+                    [e.question for e in episodes],
+                    [e.prediction or "" for e in episodes],
+                    [e.ground_truth for e in episodes],
+                )
+                right += sum(judged_score(s) == 1.0 for s in scores)
+                kept, why = keep_right(episodes, scores, max_length, seen)
+                rows += kept
+                dropped.update(why)
+    finally:
+        model.train(was_training)
+        counter.close()
+    rollouts = len(questions) * cfg.num_generations
+    record = {
+        "questions": len(questions),
+        "samples_per_question": cfg.num_generations,
+        "rollouts": rollouts,
+        "right": int(right),
+        "right_share": round(right / max(rollouts, 1), 4),
+        "kept": len(rows),
+        "dropped": {reason: int(dropped.get(reason, 0)) for reason in DROP_REASONS},
+        "questions_with_a_kept_sample": len({r["question_id"] for r in rows}),
+        "sampling_flops": float(counter.flops),
+    }
+    return rows, record
+
+
+def _sampled(stage: Stage, settings: dict[str, Any]) -> tuple[list[dict], dict[str, Any]] | None:
+    """The samples an earlier call kept in the arm's folder with the same ``settings``, else None."""
+    record_path, samples = stage.path(SAMPLING_FILE), stage.path(SAMPLES_FILE)
+    if not (record_path.is_file() and samples.is_file()):
+        return None
+    record = read_json(record_path)
+    if record.get("settings") != settings:
+        raise ValueError(
+            f"{record_path}: sampled with other settings ({record.get('settings')}); move {stage.dir} away to "
+            "sample again"
+        )
+    return list(read_jsonl(samples)), record
+
+
+def train_rft_arm(
+    run_dir: str | Path,
+    budget_flops: float,
+    rl_params: dict[str, Any],
+    *,
+    judge: Any = None,
+    tools: Any = None,
+    profile: str | None = None,
+    launched_from: str = "notebook 04",
+    progress: bool = True,
+) -> dict[str, Any]:
+    """The RFT arm of a run (see the module): sample, filter, fine-tune for ``budget_flops`` (the IGPO arm's model
+    FLOPs, the sampling included), score on the run's held-out questions as the RL arms are, and return its
+    ``summary.json``. ``rl_params``: the RL stage's parameters (the questions, rollout settings and held-out set the
+    RL arms used); the fine-tuning uses the settings the SFT stage ran with (its ``summary.json``)."""
+    from transformers import AutoConfig
+
+    from .policy import load_policy
+
+    if not budget_flops or budget_flops <= 0 or not math.isfinite(budget_flops):
+        raise ValueError(f"the RL arm's FLOPs must be a positive number to match, got {budget_flops!r}")
+    params = sft_settings(run_dir)
+    stage = Stage(SFT_STAGE, run_dir, Path(run_dir) / RFT_DIR, profile)
+    stage.hold()
+    stage.record_settings(params)
+    offline = rl_params["offline"]
+    sft_dir, world_dir, train_file = stage_inputs(stage, offline, rl_params["train_qa"])
+    cfg = IGPOConfig.from_dict(rl_params)
+    if tools is None:
+        tools = make_toolbox("local", world_dir) if offline else make_toolbox("web")
+    grader = judge if judge is not None else Judge.from_env(rl_params["judge"])
+    judge_fn, described = judge_function(grader)
+    questions = rft_questions(qa_rows(train_file, rl_params["train_questions"], cfg.seed), cfg, cfg.seed)
+    settings = {
+        "sft_model": str(Path(sft_dir).resolve().relative_to(Path(run_dir).resolve())),
+        "questions": [q["id"] for q in questions],
+        "samples_per_question": cfg.num_generations,
+        "rollout": {k: getattr(cfg, k) for k in ("temperature", "top_p", "top_k", "max_turns", "max_tokens_per_turn")},
+        "judge": described,
+        "max_length": params["max_length"],
+        "seed": cfg.seed,
+    }
+    found = _sampled(stage, settings)
+    if found is None:
+        model, tokenizer = load_policy(sft_dir, rl_params["device"])
+        with stage.timed("sampling"):
+            rows, record = sample_right(
+                model, tokenizer, questions, tools, judge_fn, cfg, max_length=params["max_length"], seed=cfg.seed,
+                progress=progress,
+            )  # fmt: skip
+        del model
+        write_jsonl(stage.path(SAMPLES_FILE), rows)
+        write_json(stage.path(SAMPLING_FILE), {**record, "settings": settings})
+    else:
+        rows, record = found
+        print(f"[rft] {len(rows)} kept samples of an earlier call reused ({stage.path(SAMPLES_FILE)})", flush=True)
+    if not rows:
+        raise ValueError(
+            f"[rft] none of the {record['rollouts']} sampled trajectories was judged right "
+            f"({record['dropped']}): nothing to fine-tune on"
+        )
+    engine = prepare_engine(params["engine"])
+    model_path = params["base_model"] or (stage.upstream(SETUP_STAGE) / "tiny_model")
+    cfg_sft = SFTConfig.from_params(params, engine=engine)
+    per_step = step_flops(rows, cfg_sft, AutoConfig.from_pretrained(str(model_path)))
+    left = budget_flops - record["sampling_flops"]
+    if left < per_step:
+        raise ValueError(
+            f"[rft] sampling spent {record['sampling_flops']:.3g} of the RL arm's {budget_flops:.3g} FLOPs: less than "
+            f"one fine-tuning step ({per_step:.3g}) is left"
+        )
+    steps = control_steps(left, per_step)
+    start_step, start_rate = seed_checkpoints(sft_dir.parent, stage.dir, record=False)
+    floor = cfg_sft.min_lr_ratio if cfg_sft.schedule_by_time else 0.0
+    start = start_rate / cfg_sft.learning_rate
+    limits = dict(max_steps=start_step + steps, stop_at_eval_loss=None, max_time_minutes=None, logging_steps=1)
+    cfg_sft = SFTConfig.from_params(params, engine=engine, resume=True, **limits)
+    print(
+        f"[rft] kept {record['kept']} of {record['rollouts']} rollouts ({record['right_share']:.0%} right; "
+        f"{record['sampling_flops']:.3g} FLOPs); fine-tuning from step {start_step}: {steps} steps of ~{per_step:.3g} "
+        f"FLOPs, learning rate {start_rate:.3g} cosine to {floor:.0%} of the peak",
+        flush=True,
+    )
+    with stage.timed("train"):
+        result = train_sft(
+            cfg_sft,
+            model_path,
+            rows,
+            stage.dir,
+            agent_settings=dict(
+                system_prompt_style=params["system_prompt_style"],
+                max_turns=params["eval_max_turns"],
+                max_new_tokens=params["eval_max_new_tokens"],
+            ),
+            lr_factor=lr_factor(start_step, steps, start, floor),
+        )
+    mine = [h for h in result.history if h.get("step", 0) > start_step]
+    tuned = sum(h.get("flops", 0.0) for h in mine)
+    counted = record["sampling_flops"] + tuned
+    figures = dict(
+        arm="rejection sampling (RFT)",
+        continued_from=f"{SFT_STAGE}/checkpoints/checkpoint-{start_step}",
+        start_step=start_step,
+        steps=result.steps - start_step,
+        sampling={k: v for k, v in record.items() if k != "settings"},
+        budget_flops=budget_flops,
+        sampling_flops=record["sampling_flops"],
+        finetune_flops=tuned or None,
+        train_flops=counted,
+        flops_vs_budget=round(counted / budget_flops, 3),
+        step_flops_estimate=per_step,
+        learning_rate_start=start_rate,
+        learning_rate_floor=floor * cfg_sft.learning_rate,
+        train_wall_s=None if result.wall_s is None else round(result.wall_s, 1),
+        model_dir=str(result.model_dir) if result.model_dir else None,
+        judge=described,
+    )
+    comparison: dict = {}
+    heldout_questions, eval_settings = heldout_eval(
+        stage, sft_dir, rl_params["heldout_qa"], world_dir, rl_params["heldout_n"], cfg.seed, rl_params["device"]
+    )
+    if heldout_questions is not None:  # the same greedy held-out evaluation as the RL arms'
+        kw = dict(sft_dir=sft_dir, world_dir=world_dir, tools=tools, judge=grader)
+        comparison = ho.compare(
+            heldout_scores(stage, "sft", heldout_questions, eval_settings, **kw),
+            heldout_scores(stage, "rl", heldout_questions, eval_settings, **kw),
+        )
+    print(
+        f"[rft] {figures['steps']} fine-tuning steps, {figures['flops_vs_budget']}x the RL arm's FLOPs; model: "
+        f"{figures['model_dir']}",
+        flush=True,
+    )
+    return stage.finish(**figures, heldout_comparison=comparison, launched_from=launched_from)
