@@ -148,6 +148,13 @@ STAGE_DEFAULTS: dict[str, tuple[str | Param, ...]] = {
         P("eval_steps", 20, "validation loss every N steps (DR-Venus: 100)"),
         P("stop_at_eval_loss", None, "stop at the first validation loss at or below this: max_steps becomes a cap "
                                      "(cpu-hard: 0.01; None: the whole budget)"),
+        P("plateau_questions", 0, "> 0: SFT to its plateau: every checkpoint (save_steps) answers this many "
+                                  "validation questions of the held-out sub-worlds; the run anneals and ends once "
+                                  "the accuracy stops rising (0: off)"),
+        P("plateau_patience", 2, "the plateau: this many checkpoints in a row without a gain of plateau_min_gain"),
+        P("plateau_min_gain", 0.02, "the accuracy gain over the best checkpoint before them that counts"),
+        P("anneal_steps", 200, "after the plateau: steps of cosine from the learning rate there to the floor "
+                               "(min_lr_ratio), then the run ends"),
         P("val_rows_limit", 64, "validation trajectories used for the validation loss (None: all)"),
         P("converged_eval_loss", None, "flag the run as not converged when its last validation loss is above this "
                                        "(cpu-hard: 0.01; None: no verdict)"),

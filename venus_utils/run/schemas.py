@@ -125,6 +125,10 @@ PARAMETERS: dict[str, dict[str, Setting]] = {
     SFT_STAGE: {  # the training settings: SFTConfig (STAGE_CONFIGS)
         "base_model": _PATH,
         "val_rows_limit": Setting(int | None, NON_NEGATIVE),
+        "plateau_questions": _COUNT,
+        "plateau_patience": _AT_LEAST_ONE,
+        "plateau_min_gain": Setting(float, PROPER_FRACTION),
+        "anneal_steps": _AT_LEAST_ONE,
         "converged_eval_loss": Setting(float | None, POSITIVE),
         "heldout_n_before": _COUNT,
         "judge_kind": _JUDGE,

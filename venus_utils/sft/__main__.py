@@ -21,9 +21,11 @@ from dataclasses import fields
 from ..core.distributed import is_main_process, world_size
 from ..core.paths import RESAMPLING_STAGE, SETUP_STAGE, SFT_STAGE
 from ..core.stage import Stage
+from ..eval.judge import Judge
 from ..run.cli import parse_sets, run_cli, stage_params
 from .config import SFTConfig
 from .data import examples_from_parquet
+from .plateau import plateau_from_params, plateau_summary
 from .trainer import prepare_engine, train_sft
 
 STAGE = SFT_STAGE
@@ -44,6 +46,10 @@ def train(args: argparse.Namespace) -> dict:
     names = {f.name for f in fields(SFTConfig)}
     cfg = SFTConfig.from_dict({**{k: v for k, v in params.items() if k in names}, "engine": engine})
     limit = params.get("val_rows_limit")
+    world_dir = stage.upstream(SETUP_STAGE) / "world" if params["offline"] else None
+    plateau = plateau_from_params(
+        params, stage.dir, world_dir, Judge.from_env(params["judge_kind"]), processes=world_size()
+    )
     with stage.timed("train"):
         result = train_sft(
             cfg,
@@ -56,6 +62,7 @@ def train(args: argparse.Namespace) -> dict:
                 max_turns=params["eval_max_turns"],
                 max_new_tokens=params["eval_max_new_tokens"],
             ),
+            plateau=plateau,
         )
     s = result.summary()
     summary = dict(
@@ -71,6 +78,7 @@ def train(args: argparse.Namespace) -> dict:
         adapter_dir=s["adapter_dir"],
         resumed_from=s["resumed_from"],
         processes=world_size(),
+        plateau=plateau_summary(stage.dir),
         launched_from="python -m venus_utils.sft train",
     )
     if is_main_process():

@@ -491,8 +491,12 @@ def train_sft(
     callbacks: list | None = None,
     agent_settings: dict[str, Any] | None = None,
     lr_factor: Callable[[int], float] | None = None,
+    plateau: Any = None,
 ) -> SFTResult:
     """Fine-tune ``model_path`` on tokenized trajectories; returns the history and the exported folders.
+
+    ``plateau`` (:class:`venus_utils.sft.plateau.Plateau`): end the run annealed once the agent's validation accuracy
+    stops rising (its callback, and its rule in the run's finish limits).
 
     ``lr_factor`` (optimizer step -> multiple of ``learning_rate``) replaces the configured schedule (the control arm
     of ``rl arms``, :mod:`venus_utils.sft.continuation`, continues a stopped run on a schedule of its own).
@@ -504,7 +508,12 @@ def train_sft(
     ``out_dir`` is held for the run (:func:`venus_utils.core.locks.hold`; a notebook's or the command line's stage
     already holds it): a second trainer on the same checkpoints is refused before anything is deleted there."""
     with hold(out_dir, "SFT training run", hint="or train into another folder"):
-        return _train_sft(cfg, model_path, train_rows, Path(out_dir), val_rows, callbacks, agent_settings, lr_factor)
+        if plateau is not None:
+            callbacks = [*(callbacks or []), plateau.callback(out_dir)]
+        extra = plateau.limits() if plateau is not None else {}
+        return _train_sft(
+            cfg, model_path, train_rows, Path(out_dir), val_rows, callbacks, agent_settings, lr_factor, extra
+        )
 
 
 def _train_sft(
@@ -516,6 +525,7 @@ def _train_sft(
     callbacks: list | None,
     agent_settings: dict[str, Any] | None,
     lr_factor: Callable[[int], float] | None = None,
+    extra_limits: dict[str, Any] | None = None,
 ) -> SFTResult:
     """The run, step by step: check the rows, build the trainer, resume, train, evaluate, export."""
     if not train_rows:
@@ -543,10 +553,10 @@ def _train_sft(
             resume_settings(cfg, model_path, train_rows),
             root=out_dir.parent,
             max_steps=cfg.max_steps,
-            limits=finish_limits(cfg),
+            limits={**finish_limits(cfg), **(extra_limits or {})},
             main_process=is_main_process(),
         )
-    wall = train_to_end(trainer, point, checkpoints_dir, cfg.max_steps, finish_limits(cfg))
+    wall = train_to_end(trainer, point, checkpoints_dir, cfg.max_steps, {**finish_limits(cfg), **(extra_limits or {})})
     if val_rows and not point.finished:
         trainer.evaluate()
     model_dir, adapter_dir = _export_trained(trainer, tokenizer, point, cfg, engine, out_dir, agent_settings)
@@ -655,14 +665,20 @@ def launch_sft(
     out_dir: str | Path,
     val_rows: list[dict[str, Any]] | None = None,
     agent_settings: dict[str, Any] | None = None,
+    plateau: Any = None,
 ) -> SFTResult:
     """:func:`train_sft` in ``num_processes`` data-parallel processes started by ``accelerate.notebook_launcher``
     (from a notebook: forked processes, so CUDA must not be in use yet; CPUs train over gloo); 1 = this process.
+    ``plateau`` (the plateau rule) runs in one process only.
 
     The processes write the run folder and the result is read back from it (:meth:`SFTResult.from_dir`).
     """
     if num_processes <= 1:
-        return train_sft(cfg, model_path, train_rows, out_dir, val_rows=val_rows, agent_settings=agent_settings)
+        return train_sft(
+            cfg, model_path, train_rows, out_dir, val_rows=val_rows, agent_settings=agent_settings, plateau=plateau
+        )
+    if plateau is not None:
+        raise ValueError("plateau_questions: the plateau rule runs in one process (set num_processes to 1)")
     from accelerate import notebook_launcher
 
     notebook_launcher(
