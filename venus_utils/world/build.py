@@ -4,7 +4,9 @@ Layout (the run-folder contract): ``pages.jsonl``, ``qa/{train,val,test}.parquet
 ``rl_frac``: questions for RL only; the verl QA schema of
 DR-Venus's ``RL/data/test.parquet``), ``trajectories/train-NNNNN.parquet`` (raw REDSearcher schema: ``meta``
 {question, answer}, ``messages`` without a system message, tool results as role ``user`` with raw Serper
-text, ``system_prompt``), ``trajectory_noise.jsonl`` (the noise injected in each row) and ``world.json``.
+text, ``system_prompt``), ``trajectory_noise.jsonl`` (the noise injected in each row and, with
+``expert_guess_rate``, the teacher's guesses) and ``world.json`` (counts, the cleaner's expected report, the
+teacher's flaws).
 The file names and the readers of the folder live in :mod:`venus_utils.core.world_store` (below the tools, which the
 builder runs).
 """
@@ -37,7 +39,7 @@ from ..core.world_store import (
 )
 from ..tools.search import LocalSearch
 from ..tools.visit import LocalVisit
-from .expert import NOISE_KINDS, VISIT_POLICIES, Expert, NoiseLog, inject_noise
+from .expert import NOISE_KINDS, VISIT_POLICIES, Expert, NoiseLog, Trace, inject_noise
 from .graph import SIZES, NameMaker, build_graph
 from .question_templates import HARD_TEMPLATES, TEMPLATES, make_questions
 
@@ -68,6 +70,7 @@ RANGES = {
     "snippet_chars": Range(1, 100_000),
     "visit_max_sentences": Range(1, 1_000),
     "query_string_rate": FRACTION,
+    "expert_guess_rate": FRACTION,
     "max_trajectories": NON_NEGATIVE,
     "shard_size": Range(1, 10_000_000),
 }
@@ -109,6 +112,9 @@ class WorldConfig:
         default_factory=lambda: {"duplicate": 0.08, "malformed": 0.05, "disallowed": 0.05, "wrong_answer": 0.05}
     )
     query_string_rate: float = 0.10  # expert search calls with a plain-string query (valid; the cleaner normalises)
+    expert_guess_rate: float = 0.0  # an imperfect teacher (REDSearcher's kind): at a hop it would visit whose
+    #                                 results hold near-namesakes, the share where the expert takes one of them to be
+    #                                 the entity unread (Expert); world.json's trajectories.teacher counts the guesses
     max_trajectories: int | None = None  # cap on expert trajectories (None: one per train question)
     shard_size: int = 10_000  # rows per trajectory parquet shard
     current_date: str = protocol.DEFAULT_DATE
@@ -239,23 +245,28 @@ def build_world(out_dir: str | Path, seed: int = 0, size: str = "small", progres
     t0 = time.perf_counter()
     entities, pages, hard_entities = _entities_and_pages(cfg, seed)
     questions = _questions(cfg, entities, hard_entities)
-    expert = _expert(cfg, pages)
-    solved, unsolvable = [], 0
+    expert = _expert(cfg, pages, entities)
+    solved, traces, unsolvable = [], [], 0
     for n, q in enumerate(tqdm(questions, desc="expert", disable=not progress, mininterval=2)):
-        msgs = expert.solve(q, random.Random(f"{seed}-expert-{n}"))
-        if msgs is None:
+        # the teacher's guesses draw from their own generator per question: none at expert_guess_rate 0
+        guess = random.Random(f"{seed}-guess-{n}") if cfg.expert_guess_rate > 0 else None
+        out = expert.solve_traced(q, random.Random(f"{seed}-expert-{n}"), guess)
+        if out is None:
             unsolvable += 1
         else:
-            solved.append((q, msgs))
+            solved.append((q, out[0]))
+            traces.append(out[1])
     with atomic_dir(out_dir, WORLD_TOOL) as out:  # the whole world or none of it
-        meta = _write_world(out, cfg, seed, solved, expert, pages, entities, questions, unsolvable, t0)
+        meta = _write_world(out, cfg, seed, solved, traces, expert, pages, entities, questions, unsolvable, t0)
     return meta
 
 
-def _write_world(out: Path, cfg: WorldConfig, seed: int, solved, expert, pages, entities, questions, unsolvable, t0):
+def _write_world(
+    out: Path, cfg: WorldConfig, seed: int, solved, traces, expert, pages, entities, questions, unsolvable, t0
+):
     """Write the world's files into ``out``; returns ``world.json``'s content."""
     qa = _write_splits(out, cfg, seed, solved)
-    trajectories = _write_trajectories(out, cfg, seed, qa["train"], solved, expert)
+    trajectories = _write_trajectories(out, cfg, seed, qa["train"], solved, traces, expert)
     write_jsonl(out / PAGES_FILE, pages)
     meta = {
         "format": "venus-world/1",
@@ -307,11 +318,12 @@ def _questions(cfg: WorldConfig, entities: list, hard_entities: list) -> list:
     return questions
 
 
-def _expert(cfg: WorldConfig, pages: list[dict]) -> Expert:
-    """The expert researcher, with the world's own search and visit tools."""
+def _expert(cfg: WorldConfig, pages: list[dict], entities: list) -> Expert:
+    """The expert researcher, with the world's own search and visit tools (and, for its guesses, the entity behind
+    each page)."""
     search = LocalSearch(pages, top_k=cfg.search_top_k, snippet_chars=cfg.snippet_chars)
     visit = LocalVisit(pages, max_sentences=cfg.visit_max_sentences, with_evidence=cfg.visit_with_evidence)
-    return Expert(search, visit, cfg.visit_policy, cfg.query_string_rate)
+    return Expert(search, visit, cfg.visit_policy, cfg.query_string_rate, cfg.expert_guess_rate, entities)
 
 
 def _write_splits(out: Path, cfg: WorldConfig, seed: int, solved: list) -> dict[str, list]:
@@ -341,10 +353,14 @@ def _write_splits(out: Path, cfg: WorldConfig, seed: int, solved: list) -> dict[
     return qa
 
 
-def _write_trajectories(out: Path, cfg: WorldConfig, seed: int, train: list, solved: list, expert: Expert) -> dict:
+def _write_trajectories(
+    out: Path, cfg: WorldConfig, seed: int, train: list, solved: list, traces: list[Trace], expert: Expert
+) -> dict:
     """The training questions' expert trajectories with noise injected at the configured rates, written as raw
-    REDSearcher shards (and the noise of each row as JSONL); returns ``world.json``'s ``trajectories`` record, with
-    what DR-Venus's cleaner should report on these shards."""
+    REDSearcher shards (and the noise of each row as JSONL, with the teacher's guesses when it guesses); returns
+    ``world.json``'s ``trajectories`` record, with what DR-Venus's cleaner should report on these shards and the
+    teacher's flaws (:func:`_teacher_record`)."""
+    train_questions = len(train)
     if cfg.max_trajectories is not None and len(train) > cfg.max_trajectories:
         train = random.Random(f"{seed}-cap").sample(train, cfg.max_trajectories)
         train.sort(key=lambda t: t[2])
@@ -352,7 +368,7 @@ def _write_trajectories(out: Path, cfg: WorldConfig, seed: int, train: list, sol
     for q, _ in solved:
         wrong_pools.setdefault(q.template, set()).add(q.answer)
     wrong_pool_all = sorted({q.answer for q, _ in solved})
-    log, noise_rows, traj_rows = NoiseLog(), [], []
+    log, noise_rows, traj_rows, written = NoiseLog(), [], [], []
     sys_prompt = protocol.system_prompt(cfg.current_date)
     for row, (q, msgs, n) in enumerate(train):
         msgs, kinds = inject_noise(
@@ -367,7 +383,12 @@ def _write_trajectories(out: Path, cfg: WorldConfig, seed: int, train: list, sol
             log.rows[k] += 1
             if k in log.turns:
                 log.turns[k] += 1
-        noise_rows.append({"row": row, "index": f"{DATA_SOURCE}_{seed}_{n}", "noise": kinds})
+        record = {"row": row, "index": f"{DATA_SOURCE}_{seed}_{n}", "noise": kinds}
+        if cfg.expert_guess_rate > 0:  # (a world without the knob keeps its file byte for byte)
+            record["guesses"] = [g.as_dict() for g in traces[n].guesses]
+        noise_rows.append(record)
+        right = protocol.extract_answer(msgs[-1]["content"]).lower() in {a.lower() for a in q.aliases}
+        written.append((traces[n], right))
         traj_rows.append(
             {"meta": {"question": q.text, "answer": q.answer}, "messages": msgs, "system_prompt": sys_prompt}
         )
@@ -391,8 +412,43 @@ def _write_trajectories(out: Path, cfg: WorldConfig, seed: int, train: list, sol
             if log.turns["disallowed"]
             else {},
             "malformed_tool_turns_skipped": log.turns["malformed"],
-            "wrong_final_answers": log.rows["wrong_answer"],
+            # injected wrong answers, and the teacher's wrong routes that no injected one replaced
+            "wrong_final_answers": sum(not right for _, right in written),
         },
+        "teacher": _teacher_record(cfg, train_questions, written),
+    }
+
+
+def _teacher_record(cfg: WorldConfig, train_questions: int, written: list[tuple[Trace, bool]]) -> dict:
+    """``world.json``'s ``trajectories.teacher``: the expert's flaws in the written trajectories, in numbers.
+
+    A limited teacher: ``trajectories`` of the ``train_questions`` solved training questions have one
+    (``max_trajectories``; ``trajectories_per_train_question``).  An imperfect one (``expert_guess_rate``): at
+    ``hops_guessable`` hops it would visit, the results showed the entity's page and a near-namesake's; at
+    ``hops_guessed`` of them it took one unread (``hops_guessed_namesake``: a namesake's; ``hops_assumed``: facts of
+    a namesake route it could not read and assumed).  ``trajectories_guessed`` have a guess: by the teacher's own
+    answer ``trajectories_guessed_right`` end right (right by luck, ``hops_guessed_in_right`` guesses) and
+    ``trajectories_guessed_wrong`` wrong.  The ``*_kept`` counts are those whose written final answer is right, what a
+    correctness filter keeps (a lucky route whose answer the ``wrong_answer`` noise replaced is not):
+    ``hops_guessed_kept / hops_guessed`` is the share of guessing hops it keeps."""
+    guessed = [(t, right) for t, right in written if t.guesses]
+    return {
+        "guess_rate": cfg.expert_guess_rate,
+        "max_trajectories": cfg.max_trajectories,
+        "train_questions": train_questions,
+        "trajectories": len(written),
+        "trajectories_per_train_question": round(len(written) / train_questions, 4) if train_questions else 0.0,
+        "hops": sum(t.hops for t, _ in written),
+        "hops_guessable": sum(t.guessable_hops for t, _ in written),
+        "hops_guessed": sum(len(t.guesses) for t, _ in guessed),
+        "hops_guessed_namesake": sum(g.namesake for t, _ in guessed for g in t.guesses),
+        "hops_assumed": sum(t.assumed_hops for t, _ in guessed),
+        "trajectories_guessed": len(guessed),
+        "trajectories_guessed_right": sum(t.right for t, _ in guessed),
+        "trajectories_guessed_wrong": sum(not t.right for t, _ in guessed),
+        "hops_guessed_in_right": sum(len(t.guesses) for t, _ in guessed if t.right),
+        "trajectories_guessed_kept": sum(right for _, right in guessed),
+        "hops_guessed_kept": sum(len(t.guesses) for t, right in guessed if right),
     }
 
 
