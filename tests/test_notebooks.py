@@ -75,6 +75,24 @@ def test_notebook_04_pairs_rl_with_the_control(smoke_run):
     assert (out / "04_igpo_rl" / "rl_vs_more_sft.png").is_file()
 
 
+def test_notebook_04_runs_rejection_sampling_and_says_when_it_has_nothing_to_keep(smoke_run):
+    """Section 10 (rft_arm): the SFT model samples RL's questions for the RL run's FLOPs; the smoke policy answers
+    none right, so the arm keeps nothing, trains nothing and says so (its fine-tuning is tested in
+    tests/scale/test_rl_arms.py)."""
+    out, _ = smoke_run
+    rl = json.loads((out / "04_igpo_rl" / "summary.json").read_text())
+    rft = json.loads((out / "04_igpo_rl_rft" / "summary.json").read_text())
+    sampling = rft["sampling"]
+    assert sampling["rollouts"] > 0 and sampling["kept"] + sum(sampling["dropped"].values()) == sampling["rollouts"]
+    assert rft["budget_flops"] == pytest.approx(rl["train_flops"])
+    if sampling["kept"]:
+        assert rft["steps"] >= 1 and {"rejection sampling", "RL (IGPO) vs rejection sampling"} <= set(
+            rl["rft_comparisons"]
+        )
+    else:
+        assert rft["steps"] == 0 and "nothing to fine-tune on" in rft["note"] and rl["rft_comparisons"] == {}
+
+
 @pytest.mark.parametrize("stage", STAGES)
 def test_stage_summary(smoke_run, stage):
     out, _ = smoke_run

@@ -332,6 +332,7 @@ def test_the_rejection_sampling_arm_samples_filters_and_fine_tunes_for_the_budge
     the judged-right trajectories are kept (trained on their sampled tokens only), and SFT continues on them from the
     stopped checkpoint for the budget less the sampling's FLOPs: counted in full, within 15% of the budget at a size
     that buys several steps. A rerun reuses the samples and the finished training."""
+    from venus_utils.rl.config import IGPOConfig
     from venus_utils.rl.rejection import SAMPLES_FILE, SAMPLING_FILE, train_rft_arm
     from venus_utils.run.cli import stage_params
     from venus_utils.sft.config import SFTConfig
@@ -343,12 +344,13 @@ def test_the_rejection_sampling_arm_samples_filters_and_fine_tunes_for_the_budge
     run_cli(["-m", "venus_utils.sft", "train", *sft, "--set", "max_steps=3", "--set", "save_steps=3"], timeout=300)
     sets = {"filter_samples": 0, "max_steps": 2, "max_turns": 2, "max_tokens_per_turn": 12, "heldout_n": 4}
     params, _ = stage_params(REPO_ROOT / "params" / "smoke.yaml", "04_igpo_rl", sets)
-    params = {**params, "device": "cpu"}
+    cfg = IGPOConfig.from_dict(params)
+    kw = dict(train_questions=params["train_questions"], heldout_n=4, judge=_AnyAnswer(), progress=False)
     arm = run / "04_igpo_rl_rft"
     with pytest.raises(ValueError, match="less than one fine-tuning step"):  # a budget the sampling alone spends
-        train_rft_arm(run, 1.0, params, judge=_AnyAnswer(), progress=False)
+        train_rft_arm(run, 1.0, cfg, **kw)
     record = json.loads((arm / SAMPLING_FILE).read_text())
-    assert record["rollouts"] == 2 * params["prompts_per_step"] * params["num_generations"]
+    assert record["rollouts"] == 2 * cfg.prompts_per_step * cfg.num_generations
     assert record["kept"] + sum(record["dropped"].values()) == record["rollouts"] and record["kept"] > 0
     kept = [json.loads(line) for line in (arm / SAMPLES_FILE).read_text().splitlines()]
     for row in kept:  # the prompt is never trained on; the sampled tokens are
@@ -360,7 +362,7 @@ def test_the_rejection_sampling_arm_samples_filters_and_fine_tunes_for_the_budge
 
     per_step = step_flops(kept, sft_cfg, AutoConfig.from_pretrained(run / "00_setup" / "tiny_model"))
     budget = record["sampling_flops"] + 8 * per_step  # several steps: the match is tested to 15%
-    summary = train_rft_arm(run, budget, params, judge=_AnyAnswer(), progress=False)
+    summary = train_rft_arm(run, budget, cfg, **kw)
     assert summary["steps"] == 8 and summary["start_step"] == 3
     assert summary["sampling_flops"] == record["sampling_flops"] > 0 and summary["finetune_flops"] > 0
     assert summary["train_flops"] == summary["sampling_flops"] + summary["finetune_flops"]
@@ -373,5 +375,5 @@ def test_the_rejection_sampling_arm_samples_filters_and_fine_tunes_for_the_budge
     assert rates[2] == pytest.approx(0.0017071067811865474, rel=1e-9) and rates == sorted(rates, reverse=True)
     assert (arm / "model" / "config.json").is_file() and (arm / "heldout_rl.parquet").is_file()
     assert summary["heldout_comparison"]["n"] == 4
-    again = train_rft_arm(run, budget, params, judge=_AnyAnswer(), progress=False)  # samples and training reused
+    again = train_rft_arm(run, budget, cfg, **kw)  # samples and training reused
     assert again["steps"] == 8 and again["sampling"] == summary["sampling"]

@@ -36,6 +36,7 @@ from tqdm.auto import tqdm
 
 from ..core.io import read_json, read_jsonl, write_json, write_jsonl
 from ..core.paths import RFT_DIR, SETUP_STAGE, SFT_STAGE
+from ..core.perf import FlopCounter
 from ..core.stage import Stage
 from ..eval import heldout as ho
 from ..eval.judge import Judge, judge_function, judged_score
@@ -46,6 +47,7 @@ from ..sft.trainer import prepare_engine, train_sft
 from ..tools import make_toolbox
 from .config import IGPOConfig
 from .control import sft_settings
+from .policy import load_policy
 from .rewards import Episode
 from .rollout import make_agent_rollout
 from .steps import heldout_eval, heldout_scores, stage_inputs
@@ -124,8 +126,6 @@ def sample_right(
     import torch
     from transformers import set_seed
 
-    from ..core.perf import FlopCounter
-
     set_seed(seed)
     rollout = make_agent_rollout(tools)
     counter = FlopCounter(model)
@@ -182,8 +182,14 @@ def _sampled(stage: Stage, settings: dict[str, Any]) -> tuple[list[dict], dict[s
 def train_rft_arm(
     run_dir: str | Path,
     budget_flops: float,
-    rl_params: dict[str, Any],
+    cfg: IGPOConfig,
     *,
+    offline: bool = True,
+    train_qa: str | Path | None = None,
+    train_questions: int | None = None,
+    heldout_qa: str | Path | None = None,
+    heldout_n: int | None = None,
+    device: str = "cpu",
     judge: Any = None,
     tools: Any = None,
     profile: str | None = None,
@@ -191,12 +197,12 @@ def train_rft_arm(
     progress: bool = True,
 ) -> dict[str, Any]:
     """The RFT arm of a run (see the module): sample, filter, fine-tune for ``budget_flops`` (the IGPO arm's model
-    FLOPs, the sampling included), score on the run's held-out questions as the RL arms are, and return its
-    ``summary.json``. ``rl_params``: the RL stage's parameters (the questions, rollout settings and held-out set the
-    RL arms used); the fine-tuning uses the settings the SFT stage ran with (its ``summary.json``)."""
+    FLOPs, the sampling included), score on the run's held-out questions (``heldout_n`` of ``heldout_qa`` or the
+    world's test split) as the RL arms are, and return its ``summary.json``. ``cfg``: the RL arms' config (their
+    rollout settings, step budget and seed), ``train_qa`` / ``train_questions`` their question pool; the fine-tuning
+    uses the settings the SFT stage ran with (its ``summary.json``); ``judge`` and ``tools`` default to the configured
+    judge and the run's offline tools."""
     from transformers import AutoConfig
-
-    from .policy import load_policy
 
     if not budget_flops or budget_flops <= 0 or not math.isfinite(budget_flops):
         raise ValueError(f"the RL arm's FLOPs must be a positive number to match, got {budget_flops!r}")
@@ -204,14 +210,12 @@ def train_rft_arm(
     stage = Stage(SFT_STAGE, run_dir, Path(run_dir) / RFT_DIR, profile)
     stage.hold()
     stage.record_settings(params)
-    offline = rl_params["offline"]
-    sft_dir, world_dir, train_file = stage_inputs(stage, offline, rl_params["train_qa"])
-    cfg = IGPOConfig.from_dict(rl_params)
+    sft_dir, world_dir, train_file = stage_inputs(stage, offline, train_qa)
     if tools is None:
         tools = make_toolbox("local", world_dir) if offline else make_toolbox("web")
-    grader = judge if judge is not None else Judge.from_env(rl_params["judge"])
+    grader = judge if judge is not None else Judge.from_env()
     judge_fn, described = judge_function(grader)
-    questions = rft_questions(qa_rows(train_file, rl_params["train_questions"], cfg.seed), cfg, cfg.seed)
+    questions = rft_questions(qa_rows(train_file, train_questions, cfg.seed), cfg, cfg.seed)
     settings = {
         "sft_model": str(Path(sft_dir).resolve().relative_to(Path(run_dir).resolve())),
         "questions": [q["id"] for q in questions],
@@ -223,7 +227,7 @@ def train_rft_arm(
     }
     found = _sampled(stage, settings)
     if found is None:
-        model, tokenizer = load_policy(sft_dir, rl_params["device"])
+        model, tokenizer = load_policy(sft_dir, device)
         with stage.timed("sampling"):
             rows, record = sample_right(
                 model, tokenizer, questions, tools, judge_fn, cfg, max_length=params["max_length"], seed=cfg.seed,
@@ -235,11 +239,17 @@ def train_rft_arm(
     else:
         rows, record = found
         print(f"[rft] {len(rows)} kept samples of an earlier call reused ({stage.path(SAMPLES_FILE)})", flush=True)
-    if not rows:
-        raise ValueError(
-            f"[rft] none of the {record['rollouts']} sampled trajectories was judged right "
-            f"({record['dropped']}): nothing to fine-tune on"
+    if not rows:  # nothing to fine-tune on: the arm is the SFT model, and says so (no model, no held-out pass)
+        why = (
+            f"none of the {record['rollouts']} sampled trajectories was judged right ({record['dropped']}): "
+            "nothing to fine-tune on, the arm is the SFT model"
         )
+        print(f"[rft] {why}", flush=True)
+        sampled = {k: v for k, v in record.items() if k != "settings"}
+        return stage.finish(
+            arm="rejection sampling (RFT)", steps=0, sampling=sampled, budget_flops=budget_flops, note=why,
+            train_flops=record["sampling_flops"], judge=described, launched_from=launched_from,
+        )  # fmt: skip
     engine = prepare_engine(params["engine"])
     model_path = params["base_model"] or (stage.upstream(SETUP_STAGE) / "tiny_model")
     cfg_sft = SFTConfig.from_params(params, engine=engine)
@@ -297,9 +307,7 @@ def train_rft_arm(
         judge=described,
     )
     comparison: dict = {}
-    heldout_questions, eval_settings = heldout_eval(
-        stage, sft_dir, rl_params["heldout_qa"], world_dir, rl_params["heldout_n"], cfg.seed, rl_params["device"]
-    )
+    heldout_questions, eval_settings = heldout_eval(stage, sft_dir, heldout_qa, world_dir, heldout_n, cfg.seed, device)
     if heldout_questions is not None:  # the same greedy held-out evaluation as the RL arms'
         kw = dict(sft_dir=sft_dir, world_dir=world_dir, tools=tools, judge=grader)
         comparison = ho.compare(

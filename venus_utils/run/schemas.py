@@ -147,6 +147,7 @@ PARAMETERS: dict[str, dict[str, Setting]] = {
         "train_qa": _PATH,
         "heldout_qa": _PATH,
         "control_arm": _FLAG,
+        "rft_arm": _FLAG,
         "example_questions": _AT_LEAST_ONE,
         "example_rollout": Setting(str | None),
         "example_max_tokens": _AT_LEAST_ONE,

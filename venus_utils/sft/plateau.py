@@ -29,6 +29,7 @@ from typing import Any
 import pandas as pd
 
 from ..core.io import read_json, write_json
+from ..core.qa_files import stratified_sample
 from ..core.world_store import load_world_questions
 from ..eval import heldout as ho
 from .schedule import lr_factor as cosine
@@ -64,8 +65,6 @@ def plateau_reached(accuracies: Sequence[float], rule: PlateauRule) -> bool:
 def validation_questions(world_dir: str | Path, n: int, seed: int = 0) -> pd.DataFrame:
     """``n`` questions of the world's ``val`` split from its held-out sub-worlds (all of ``val`` when it has none),
     drawn keeping their mix of templates, hops and sub-worlds."""
-    from ..core.qa_files import stratified_sample
-
     qa = load_world_questions(world_dir, "val")
     if "group" in qa and (qa["group"] == "heldout").any():
         qa = qa[qa["group"] == "heldout"]
