@@ -255,12 +255,9 @@ def _arm_processes(parent: psutil.Process) -> list[psutil.Process]:
         return []
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("signum, status", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
-def test_a_signal_to_parallel_arms_leaves_no_trainer_running(micro_run, tmp_path, signum, status):
-    """``rl arms --parallel`` stopped by SIGTERM or SIGINT ends both arms' trainers (each in a session of its own, so
-    nothing is orphaned under PID 1 holding its folder's lock), says so in one line, exits 128 + the signal; each
-    arm's log keeps what it held before, with a header per call (never truncated under a live writer)."""
+def _start_parallel_arms(micro_run, tmp_path):
+    """``rl arms --parallel`` on a copy of the micro run, once both trainers are in their training loops: ``(process,
+    run folder, the trainers, their logs)``."""
     run = tmp_path / "run"
     shutil.copytree(micro_run, run, symlinks=True)
     shutil.copytree(run / "00_setup" / "tiny_model", run / "03_sft_unsloth" / "model")
@@ -272,19 +269,41 @@ def test_a_signal_to_parallel_arms_leaves_no_trainer_running(micro_run, tmp_path
     cmd += ["--params", "params/smoke.yaml", "--run-dir", str(run), "--set", "max_steps=500"]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO_ROOT)}
     proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    parent, deadline, arms = psutil.Process(proc.pid), time.monotonic() + 180, []
+    while time.monotonic() < deadline and proc.poll() is None:
+        arms = _arm_processes(parent)
+        # both trainers started and have their folders (they hold their locks from then on)
+        if len(arms) == 2 and all((run / d / ".venus.lock").is_file() for d in ("04_igpo_rl", "04_igpo_rl_grpo")):
+            break
+        time.sleep(0.3)
+    else:
+        proc.kill()
+        pytest.fail(f"the arms never started: {proc.communicate(timeout=30)}")
+    time.sleep(3)  # into their training loops
+    return proc, run, arms, logs
+
+
+def _nothing_left(run, arms) -> None:
+    groups = {os.getpgid(p.pid) for p in arms if p.is_running()} | {p.pid for p in arms}
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and [p for p in arms if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]:
+        time.sleep(0.5)
+    assert not [p.pid for p in arms if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert not [p.pid for p in psutil.process_iter() if _pgid(p.pid) in groups and not _zombie(p)]
+    for folder in ("04_igpo_rl", "04_igpo_rl_grpo"):  # nobody holds an arm's lock: a rerun may take it
+        with open(run / folder / ".venus.lock", "a") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum, status", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_signal_to_parallel_arms_leaves_no_trainer_running(micro_run, tmp_path, signum, status):
+    """``rl arms --parallel`` stopped by SIGTERM or SIGINT ends both arms' trainers (each in a session of its own, so
+    nothing is orphaned under PID 1 holding its folder's lock), says so in one line, exits 128 + the signal; each
+    arm's log keeps what it held before, with a header per call (never truncated under a live writer)."""
+    proc, run, arms, logs = _start_parallel_arms(micro_run, tmp_path)
     try:
-        parent, deadline, arms = psutil.Process(proc.pid), time.monotonic() + 180, []
-        while time.monotonic() < deadline and proc.poll() is None:
-            arms = _arm_processes(parent)
-            # both trainers started and have their folders (they hold their locks from then on)
-            if len(arms) == 2 and all((run / d / ".venus.lock").is_file() for d in ("04_igpo_rl", "04_igpo_rl_grpo")):
-                break
-            time.sleep(0.3)
-        else:
-            pytest.fail(f"the arms never started: {proc.communicate(timeout=30)}")
-        time.sleep(3)  # into their training loops
-        groups = {os.getpgid(p.pid) for p in arms}
-        assert os.getpgid(proc.pid) not in groups  # each trainer in a session of its own
+        assert os.getpgid(proc.pid) not in {os.getpgid(p.pid) for p in arms}  # each trainer in a session of its own
         proc.send_signal(signum)
         _, stderr = proc.communicate(timeout=120)
     finally:
@@ -294,15 +313,26 @@ def test_a_signal_to_parallel_arms_leaves_no_trainer_running(micro_run, tmp_path
     said = [line for line in stderr.splitlines() if "stopped by" in line]
     assert len(said) == 1 and signal.Signals(signum).name in said[0] and "same command again" in said[0], stderr
     assert "Traceback" not in stderr, stderr[-3000:]
-    time.sleep(0.5)
-    assert not [p.pid for p in arms if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
-    assert not [p.pid for p in psutil.process_iter() if _pgid(p.pid) in groups]
-    for folder in ("04_igpo_rl", "04_igpo_rl_grpo"):  # nobody holds an arm's lock: a rerun may take it
-        with open(run / folder / ".venus.lock", "a") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    _nothing_left(run, arms)
     for log in logs:
         text = log.read_text()
         assert text.startswith("an earlier call's line\n") and "\n== " in text and "venus_utils.rl train" in text
+
+
+@pytest.mark.slow
+def test_arms_end_when_rl_arms_is_killed_outright(micro_run, tmp_path):
+    """SIGKILL reaches no handler: the arms' trainers are told by the kernel (a parent-death signal) and stop."""
+    proc, run, arms, _ = _start_parallel_arms(micro_run, tmp_path)
+    proc.kill()
+    proc.communicate(timeout=60)
+    _nothing_left(run, arms)
+
+
+def _zombie(proc: psutil.Process) -> bool:  # ended, not yet reaped (an orphan's parent is now PID 1)
+    try:
+        return proc.status() == psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return True
 
 
 def _pgid(pid: int) -> int | None:

@@ -214,9 +214,9 @@ STAGE_DEFAULTS: dict[str, tuple[str | Param, ...]] = {
         P("heldout_qa", None, "question file for the held-out accuracy (None: the world's test split)"),
         P("control_arm", False, "True: after RL, the control: more SFT from the same SFT model for the FLOPs this RL "
                                 "run counted, scored beside it (section 9: RL vs more SFT)"),
-        P("rft_arm", False, "True: after RL, rejection sampling: the SFT model samples RL's questions, is fine-tuned on "
-                            "its right answers for this RL run's FLOPs (sampling included), scored beside it (section "
-                            "10: RL vs rejection sampling)"),
+        P("rft_arm", False, "True: after RL, rejection sampling: the SFT model samples RL's questions, is "
+                            "fine-tuned on its right answers for this RL run's FLOPs (sampling included), scored "
+                            "beside it (section 10: RL vs rejection sampling)"),
         P("example_questions", 4, "worked example: RL questions rolled out (n times each); the most instructive "
                                   "group is shown"),
         P("example_rollout", None, "optional: a DR-Venus rollout of the shared data (e.g. \"rl_rollouts/0001.json\") "

@@ -101,7 +101,7 @@ def run_study(args) -> int:
     except (FileNotFoundError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    decision = decide(result, Rule(sft_band=args.sft_band))
+    decision = decide(result, Rule(sft_band=args.sft_band, plateau_margin=args.plateau_margin))
     table = headline_table(result)
     slices = sorted({p["slice"] for p in result["pairs"].values()})
     print(f"{', '.join(slices)}, accuracy and paired difference (* McNemar p < 0.05), per seed, pooled, seed-level:")
@@ -201,6 +201,13 @@ def main(argv: list[str] | None = None) -> int:
         default=Rule.sft_band,
         metavar="LOW,HIGH",
         help="criterion 1: the SFT accuracy band the study registered (default 0.2,0.6; seeds 30-35: 0.2,0.7)",
+    )
+    s.add_argument(
+        "--plateau-margin",
+        type=float,
+        default=None,
+        help="criterion 1b, where the study registered it: SFT at its plateau when more SFT gains at most this much "
+        "over it, pooled (seeds 30-35: 0.03)",
     )
     s.add_argument(
         "--arms",

@@ -12,7 +12,7 @@ The rule (docs/experiments.md names the one each study registered, with its numb
    difference on at least ``positive_seeds`` seeds and a seed-level 95% interval above zero.
 3. IGPO against GRPO: the pooled paired difference with the smallest difference the test detects.
 
-``python -m venus_utils.eval study results/cpu-lesson-seed2{0..5} [--sft-band 0.2,0.6] [--json F] [--markdown]``
+``python -m venus_utils.eval study RUNS [--sft-band 0.2,0.7] [--plateau-margin 0.03] [--json F] [--markdown]``
 prints the table the README's headline copies (one row per seed, the pooled row, the seed-level row; ``--markdown``:
 as a Markdown table) and the decision.
 """
@@ -38,14 +38,14 @@ COUNTS = ("n", "fixed", "broken", "both_right", "both_wrong", "seeds", "positive
 @dataclass(frozen=True)
 class Rule:
     """The registered decision rule's numbers (the defaults: the study of seeds 20-25; the study of seeds 30-35
-    registered ``sft_band=(0.2, 0.7)``)."""
+    registered ``sft_band=(0.2, 0.7)`` and ``plateau_margin=0.03``)."""
 
     sft_band: tuple[float, float] = (0.2, 0.6)
     band_seeds: int = 5
     margin: float = 0.05
     alpha: float = 0.05
     positive_seeds: int = 5
-    plateau_margin: float | None = 0.03  # SFT at its plateau: more SFT - SFT, pooled, at most this
+    plateau_margin: float | None = None  # 1b, where a study registered it (seeds 30-35: 0.03): more SFT - SFT <= this
 
 
 def seed_of(run: str | Path) -> str:

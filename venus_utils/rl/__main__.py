@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -208,6 +209,7 @@ def rft(args: argparse.Namespace, run: Path) -> dict:
         train_questions=params["train_questions"],
         heldout_qa=params["heldout_qa"],
         heldout_n=params["heldout_n"],
+        rl_steps=read_json(run / ho.RL_ARMS["IGPO"] / SUMMARY).get("steps"),
         device=params["device"],
         judge=Judge.from_env(params["judge"]),
         profile=profile,
@@ -260,6 +262,20 @@ def cpu_threads() -> int:
         return os.cpu_count() or 1
 
 
+ARM_GRACE_S = 60.0  # seconds an arm has to stop after SIGTERM (a large checkpoint save) before SIGKILL
+
+
+def _end_with_parent() -> None:
+    """In an arm's process, before it runs: the kernel sends it SIGTERM when ``rl arms`` dies, even by SIGKILL (which
+    no handler sees), so no arm trains on as an orphan holding its folder (Linux; elsewhere nothing)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def _train_in_parallel(params: str, run: Path, jobs: list[tuple[str, Path, list[str]]]) -> dict[str, float]:
     """``python -m venus_utils.rl train`` for each ``(label, folder, --set values)`` of ``jobs`` at once, each in a
     process of its own with ``cpu_threads() // len(jobs)`` threads, its output in ``<folder>.log``.  Waits for all
@@ -281,7 +297,14 @@ def _train_in_parallel(params: str, run: Path, jobs: list[tuple[str, Path, list[
                 fh.write(f"\n== {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(cmd[1:])}\n")
                 fh.flush()
                 # a session of its own: a terminal's Ctrl-C reaches this process alone, which ends every arm in order
-                child = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+                child = subprocess.Popen(
+                    cmd,
+                    stdout=fh,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    start_new_session=True,
+                    preexec_fn=_end_with_parent,
+                )
                 procs[label] = (child, log)
             pid = procs[label][0].pid
             print(f"[arms] {label}: training in process {pid} ({threads} threads), log {log}", flush=True)
@@ -302,7 +325,8 @@ def _train_in_parallel(params: str, run: Path, jobs: list[tuple[str, Path, list[
             with contextlib.suppress(psutil.Error):
                 if proc.poll() is None:
                     running.append(psutil.Process(proc.pid))
-        end_processes(running, {p.pid for p in running})  # each arm's session: what the arm started too
+        # each arm's session (what the arm started too); time to finish a checkpoint save it is in
+        end_processes(running, {p.pid for p in running}, grace=ARM_GRACE_S)
     if failed:
         raise ValueError("arms that failed: " + "\n".join(failed))
     return seconds

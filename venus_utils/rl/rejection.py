@@ -34,7 +34,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from ..core.io import read_json, read_jsonl, write_json, write_jsonl
+from ..core.io import atomic_path, read_json, read_jsonl, write_json, write_jsonl
 from ..core.paths import RFT_DIR, SETUP_STAGE, SFT_STAGE
 from ..core.perf import FlopCounter
 from ..core.stage import Stage
@@ -58,10 +58,10 @@ SAMPLING_FILE = "sampling.json"  # the sampling's counts, FLOPs and settings
 DROP_REASONS = ("wrong", "unjudged", "duplicate", "too_long")
 
 
-def rft_questions(rows: Sequence[dict], cfg: IGPOConfig, seed: int) -> list[dict]:
-    """The questions the RFT arm samples: as many as the IGPO arm's steps take (``max_steps x prompts_per_step``),
-    drawn from the RL pool by ``seed`` (the pool again, reshuffled, when it is smaller)."""
-    need = cfg.max_steps * cfg.prompts_per_step
+def rft_questions(rows: Sequence[dict], cfg: IGPOConfig, seed: int, steps: int | None = None) -> list[dict]:
+    """The questions the RFT arm samples: as many as the IGPO arm's steps took (``steps``, default ``max_steps``, x
+    ``prompts_per_step``), drawn from the RL pool by ``seed`` (the pool again, reshuffled, when it is smaller)."""
+    need = (steps if steps is not None else cfg.max_steps) * cfg.prompts_per_step
     rng, out = random.Random(f"{seed}-rft"), []
     while len(out) < need:
         pool = list(rows)
@@ -179,6 +179,83 @@ def _sampled(stage: Stage, settings: dict[str, Any]) -> tuple[list[dict], dict[s
     return list(read_jsonl(samples)), record
 
 
+def _samples(
+    stage: Stage, settings: dict[str, Any], sft_dir: Path, device: str, questions: list[dict], tools, judge_fn, cfg,
+    max_length: int, progress: bool,
+) -> tuple[list[dict], dict[str, Any]]:  # fmt: skip
+    """The kept samples and their record: an earlier call's with the same ``settings``, else sampled now and kept."""
+    found = _sampled(stage, settings)
+    if found is not None:
+        print(f"[rft] {len(found[0])} kept samples of an earlier call reused ({stage.path(SAMPLES_FILE)})", flush=True)
+        return found
+    model, tokenizer = load_policy(sft_dir, device)
+    with stage.timed("sampling"):
+        rows, record = sample_right(
+            model, tokenizer, questions, tools, judge_fn, cfg, max_length=max_length, seed=cfg.seed, progress=progress
+        )
+    del model
+    write_jsonl(stage.path(SAMPLES_FILE), rows)
+    write_json(stage.path(SAMPLING_FILE), {**record, "settings": settings})
+    return rows, record
+
+
+def _finetune(
+    stage: Stage, params: dict[str, Any], sft_dir: Path, rows: list[dict], budget: float, charged: float
+) -> tuple[Any, dict[str, Any]]:
+    """SFT from the stopped checkpoint on ``rows`` for ``budget - charged`` FLOPs (the control's schedule: from the
+    stopped rate, cosine to the floor); returns the result and the summary's figures of it."""
+    from transformers import AutoConfig
+
+    engine = prepare_engine(params["engine"])
+    model_path = params["base_model"] or (stage.upstream(SETUP_STAGE) / "tiny_model")
+    cfg = SFTConfig.from_params(params, engine=engine)
+    per_step = step_flops(rows, cfg, AutoConfig.from_pretrained(str(model_path)))
+    left = budget - charged
+    if left < per_step:
+        raise ValueError(
+            f"[rft] sampling spent {charged:.3g} of the RL arm's {budget:.3g} FLOPs: less than one fine-tuning step "
+            f"({per_step:.3g}) is left"
+        )
+    steps = control_steps(left, per_step)
+    start_step, start_rate = seed_checkpoints(sft_dir.parent, stage.dir, record=False)
+    floor = cfg.min_lr_ratio if cfg.schedule_by_time else 0.0
+    start = start_rate / cfg.learning_rate
+    limits = dict(max_steps=start_step + steps, stop_at_eval_loss=None, max_time_minutes=None, logging_steps=1)
+    cfg = SFTConfig.from_params(params, engine=engine, resume=True, **limits)
+    print(
+        f"[rft] fine-tuning {len(rows)} kept trajectories from step {start_step}: {steps} steps of ~{per_step:.3g} "
+        f"FLOPs, learning rate {start_rate:.3g} cosine to {floor:.0%} of the peak",
+        flush=True,
+    )
+    with stage.timed("train"):
+        result = train_sft(
+            cfg,
+            model_path,
+            rows,
+            stage.dir,
+            agent_settings=dict(
+                system_prompt_style=params["system_prompt_style"],
+                max_turns=params["eval_max_turns"],
+                max_new_tokens=params["eval_max_new_tokens"],
+            ),
+            lr_factor=lr_factor(start_step, steps, start, floor),
+        )
+    tuned = sum(h.get("flops", 0.0) for h in result.history if h.get("step", 0) > start_step)
+    return result, dict(
+        continued_from=f"{SFT_STAGE}/checkpoints/checkpoint-{start_step}",
+        start_step=start_step,
+        steps=result.steps - start_step,
+        finetune_flops=tuned or None,
+        train_flops=charged + tuned,
+        flops_vs_budget=round((charged + tuned) / budget, 3),
+        step_flops_estimate=per_step,
+        learning_rate_start=start_rate,
+        learning_rate_floor=floor * cfg.learning_rate,
+        train_wall_s=None if result.wall_s is None else round(result.wall_s, 1),
+        model_dir=str(result.model_dir) if result.model_dir else None,
+    )
+
+
 def train_rft_arm(
     run_dir: str | Path,
     budget_flops: float,
@@ -189,6 +266,7 @@ def train_rft_arm(
     train_questions: int | None = None,
     heldout_qa: str | Path | None = None,
     heldout_n: int | None = None,
+    rl_steps: int | None = None,
     device: str = "cpu",
     judge: Any = None,
     tools: Any = None,
@@ -200,10 +278,14 @@ def train_rft_arm(
     FLOPs, the sampling included), score on the run's held-out questions (``heldout_n`` of ``heldout_qa`` or the
     world's test split) as the RL arms are, and return its ``summary.json``. ``cfg``: the RL arms' config (their
     rollout settings, step budget and seed), ``train_qa`` / ``train_questions`` their question pool; the fine-tuning
-    uses the settings the SFT stage ran with (its ``summary.json``); ``judge`` and ``tools`` default to the configured
-    judge and the run's offline tools."""
-    from transformers import AutoConfig
+    uses the settings the SFT stage ran with (its ``summary.json``); ``rl_steps``: the steps the IGPO arm trained
+    (default ``cfg.max_steps``: a time budget may have ended it sooner); ``judge`` and ``tools`` default to the
+    configured judge and the run's offline tools. When no sample is right the arm is the SFT model: it says so, and
+    its held-out answers are the SFT model's.
 
+    The IGPO arm's budget counts the rollouts it generated on its training weights; generated by vLLM
+    (``use_vllm``) they are not counted (:class:`~venus_utils.rl.igpo_trainer.IGPOTrainer`), and neither is this
+    arm's sampling then, so both sides count the same work."""
     if not budget_flops or budget_flops <= 0 or not math.isfinite(budget_flops):
         raise ValueError(f"the RL arm's FLOPs must be a positive number to match, got {budget_flops!r}")
     params = sft_settings(run_dir)
@@ -215,108 +297,53 @@ def train_rft_arm(
         tools = make_toolbox("local", world_dir) if offline else make_toolbox("web")
     grader = judge if judge is not None else Judge.from_env()
     judge_fn, described = judge_function(grader)
-    questions = rft_questions(qa_rows(train_file, train_questions, cfg.seed), cfg, cfg.seed)
+    questions = rft_questions(qa_rows(train_file, train_questions, cfg.seed), cfg, cfg.seed, rl_steps)
     settings = {
         "sft_model": str(Path(sft_dir).resolve().relative_to(Path(run_dir).resolve())),
+        "sft_model_digest": ho.model_digest(sft_dir),  # a retrained SFT model at the same path samples again
         "questions": [q["id"] for q in questions],
         "samples_per_question": cfg.num_generations,
         "rollout": {k: getattr(cfg, k) for k in ("temperature", "top_p", "top_k", "max_turns", "max_tokens_per_turn")},
-        "judge": described,
+        "judge": getattr(grader, "name", described),
         "max_length": params["max_length"],
         "seed": cfg.seed,
     }
-    found = _sampled(stage, settings)
-    if found is None:
-        model, tokenizer = load_policy(sft_dir, device)
-        with stage.timed("sampling"):
-            rows, record = sample_right(
-                model, tokenizer, questions, tools, judge_fn, cfg, max_length=params["max_length"], seed=cfg.seed,
-                progress=progress,
-            )  # fmt: skip
-        del model
-        write_jsonl(stage.path(SAMPLES_FILE), rows)
-        write_json(stage.path(SAMPLING_FILE), {**record, "settings": settings})
-    else:
-        rows, record = found
-        print(f"[rft] {len(rows)} kept samples of an earlier call reused ({stage.path(SAMPLES_FILE)})", flush=True)
-    if not rows:  # nothing to fine-tune on: the arm is the SFT model, and says so (no model, no held-out pass)
+    rows, record = _samples(
+        stage, settings, sft_dir, device, questions, tools, judge_fn, cfg, params["max_length"], progress
+    )
+    print(f"[rft] kept {record['kept']} of {record['rollouts']} rollouts ({record['right_share']:.0%} right)")
+    charged = 0.0 if cfg.use_vllm else record["sampling_flops"]  # counted as the IGPO arm counts its rollouts
+    figures = dict(
+        arm="rejection sampling (RFT)",
+        sampling={k: v for k, v in record.items() if k != "settings"},
+        budget_flops=budget_flops,
+        sampling_flops=record["sampling_flops"],
+        judge=described,
+        launched_from=launched_from,
+    )
+    heldout_questions, eval_settings = heldout_eval(stage, sft_dir, heldout_qa, world_dir, heldout_n, cfg.seed, device)
+    kw = dict(sft_dir=sft_dir, world_dir=world_dir, tools=tools, judge=grader)
+    if not rows:  # nothing to fine-tune on: the arm is the SFT model, and says so
         why = (
             f"none of the {record['rollouts']} sampled trajectories was judged right ({record['dropped']}): "
             "nothing to fine-tune on, the arm is the SFT model"
         )
         print(f"[rft] {why}", flush=True)
-        sampled = {k: v for k, v in record.items() if k != "settings"}
-        return stage.finish(
-            arm="rejection sampling (RFT)", steps=0, sampling=sampled, budget_flops=budget_flops, note=why,
-            train_flops=record["sampling_flops"], judge=described, launched_from=launched_from,
-        )  # fmt: skip
-    engine = prepare_engine(params["engine"])
-    model_path = params["base_model"] or (stage.upstream(SETUP_STAGE) / "tiny_model")
-    cfg_sft = SFTConfig.from_params(params, engine=engine)
-    per_step = step_flops(rows, cfg_sft, AutoConfig.from_pretrained(str(model_path)))
-    left = budget_flops - record["sampling_flops"]
-    if left < per_step:
-        raise ValueError(
-            f"[rft] sampling spent {record['sampling_flops']:.3g} of the RL arm's {budget_flops:.3g} FLOPs: less than "
-            f"one fine-tuning step ({per_step:.3g}) is left"
-        )
-    steps = control_steps(left, per_step)
-    start_step, start_rate = seed_checkpoints(sft_dir.parent, stage.dir, record=False)
-    floor = cfg_sft.min_lr_ratio if cfg_sft.schedule_by_time else 0.0
-    start = start_rate / cfg_sft.learning_rate
-    limits = dict(max_steps=start_step + steps, stop_at_eval_loss=None, max_time_minutes=None, logging_steps=1)
-    cfg_sft = SFTConfig.from_params(params, engine=engine, resume=True, **limits)
-    print(
-        f"[rft] kept {record['kept']} of {record['rollouts']} rollouts ({record['right_share']:.0%} right; "
-        f"{record['sampling_flops']:.3g} FLOPs); fine-tuning from step {start_step}: {steps} steps of ~{per_step:.3g} "
-        f"FLOPs, learning rate {start_rate:.3g} cosine to {floor:.0%} of the peak",
-        flush=True,
-    )
-    with stage.timed("train"):
-        result = train_sft(
-            cfg_sft,
-            model_path,
-            rows,
-            stage.dir,
-            agent_settings=dict(
-                system_prompt_style=params["system_prompt_style"],
-                max_turns=params["eval_max_turns"],
-                max_new_tokens=params["eval_max_new_tokens"],
-            ),
-            lr_factor=lr_factor(start_step, steps, start, floor),
-        )
-    mine = [h for h in result.history if h.get("step", 0) > start_step]
-    tuned = sum(h.get("flops", 0.0) for h in mine)
-    counted = record["sampling_flops"] + tuned
-    figures = dict(
-        arm="rejection sampling (RFT)",
-        continued_from=f"{SFT_STAGE}/checkpoints/checkpoint-{start_step}",
-        start_step=start_step,
-        steps=result.steps - start_step,
-        sampling={k: v for k, v in record.items() if k != "settings"},
-        budget_flops=budget_flops,
-        sampling_flops=record["sampling_flops"],
-        finetune_flops=tuned or None,
-        train_flops=counted,
-        flops_vs_budget=round(counted / budget_flops, 3),
-        step_flops_estimate=per_step,
-        learning_rate_start=start_rate,
-        learning_rate_floor=floor * cfg_sft.learning_rate,
-        train_wall_s=None if result.wall_s is None else round(result.wall_s, 1),
-        model_dir=str(result.model_dir) if result.model_dir else None,
-        judge=described,
-    )
+        if heldout_questions is not None:  # its answers are the SFT model's: pairs and studies keep the arm
+            scored = heldout_scores(stage, "sft", heldout_questions, eval_settings, **kw)
+            with atomic_path(stage.path("heldout_rl.parquet")) as tmp:
+                scored.to_parquet(tmp)
+        return stage.finish(**figures, steps=0, train_flops=charged, note=why, model_dir=str(sft_dir))
+    _, tuned = _finetune(stage, params, sft_dir, rows, budget_flops, charged)
     comparison: dict = {}
-    heldout_questions, eval_settings = heldout_eval(stage, sft_dir, heldout_qa, world_dir, heldout_n, cfg.seed, device)
     if heldout_questions is not None:  # the same greedy held-out evaluation as the RL arms'
-        kw = dict(sft_dir=sft_dir, world_dir=world_dir, tools=tools, judge=grader)
         comparison = ho.compare(
             heldout_scores(stage, "sft", heldout_questions, eval_settings, **kw),
             heldout_scores(stage, "rl", heldout_questions, eval_settings, **kw),
         )
     print(
-        f"[rft] {figures['steps']} fine-tuning steps, {figures['flops_vs_budget']}x the RL arm's FLOPs; model: "
-        f"{figures['model_dir']}",
+        f"[rft] {tuned['steps']} fine-tuning steps, {tuned['flops_vs_budget']}x the RL arm's FLOPs; model: "
+        f"{tuned['model_dir']}",
         flush=True,
     )
-    return stage.finish(**figures, heldout_comparison=comparison, launched_from=launched_from)
+    return stage.finish(**figures, **tuned, heldout_comparison=comparison)

@@ -78,7 +78,7 @@ def train(args: argparse.Namespace) -> dict:
         adapter_dir=s["adapter_dir"],
         resumed_from=s["resumed_from"],
         processes=world_size(),
-        plateau=plateau_summary(stage.dir),
+        plateau=plateau_summary(stage.dir) if plateau is not None else None,
         launched_from="python -m venus_utils.sft train",
     )
     if is_main_process():

@@ -70,7 +70,8 @@ def lr_factor(start_step: int, steps: int, start: float, floor: float) -> Callab
 
 
 def step_flops(rows: Sequence[dict[str, Any]], cfg: SFTConfig, config: Any) -> float:
-    """Model FLOPs of one SFT optimizer step (``cfg.global_batch_size`` rows), on average over an epoch of ``rows``
+    """Model FLOPs of one SFT optimizer step (``cfg.global_batch_size`` rows; fewer in an epoch's last step), on
+    average over the optimizer steps of an epoch of ``rows``
     (each with ``length`` and ``n_loss``) batched as the trainer batches them (``cfg.batching``: the length-grouped
     sampler's micro-batches, padded to the longest row and rounded up to ``pad_to_multiple_of``): every position
     through the decoder layers, the output layer on the trained positions only (the loss computes logits there,
@@ -97,8 +98,12 @@ def step_flops(rows: Sequence[dict[str, Any]], cfg: SFTConfig, config: Any) -> f
             positions += round_up(max(batch), cfg.pad_to_multiple_of) * len(batch)
         # the output layer's rows: the batch's trained positions, rounded up as masked_lm_loss rounds them
         trained += round_up(sum(int(rows[i]["n_loss"]) for i in order[start : start + micro]), cfg.pad_to_multiple_of)
-    per_row = (layers * positions + head * trained) / len(rows)
-    return 3.0 * per_row * cfg.global_batch_size
+    # one epoch's FLOPs over the optimizer steps it makes: the last step of an epoch takes the micro-batches left,
+    # so a set smaller than a step (a few kept samples of rejection sampling) trains on all of it at every step
+    per_step = -(-len(order) // micro)  # micro-batches in an epoch
+    accumulation = max(1, cfg.global_batch_size // micro)
+    steps = -(-per_step // accumulation)
+    return 3.0 * (layers * positions + head * trained) / steps
 
 
 def control_steps(budget_flops: float, per_step: float) -> int:

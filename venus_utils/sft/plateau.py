@@ -10,7 +10,8 @@ them and answers nothing elsewhere (seed 21). This rule watches what the recipe 
   sub-worlds) greedily, with the evaluation code every stage uses (:func:`venus_utils.eval.heldout.evaluate_model`);
   its accuracy is the curve notebook 03 draws;
 - the plateau: ``patience`` checkpoints in a row none of which beats the best accuracy before them by
-  ``min_gain`` (:func:`plateau_reached`);
+  ``min_gain``, once the curve has risen ``min_gain`` above its first point (:func:`plateau_reached`: the flat start
+  of a model still learning the format is no plateau);
 - then the anneal: from the learning rate at that step, cosine down to the schedule's floor (``min_lr_ratio`` x the
   peak) over ``anneal_steps`` steps, and the run ends there, annealed (a run that never plateaus ends at
   ``max_steps``, where the schedule has annealed too: the cap bounds the time on a seed that learns late or never).
@@ -54,11 +55,15 @@ class PlateauRule:
 
 
 def plateau_reached(accuracies: Sequence[float], rule: PlateauRule) -> bool:
-    """Whether the last ``rule.patience`` accuracies all stay below the best one before them plus ``rule.min_gain``
-    (a curve shorter than ``patience + 1`` has not plateaued)."""
+    """Whether the last ``rule.patience`` accuracies all stay below the best one before them plus ``rule.min_gain``.
+    A curve shorter than ``patience + 1``, or one whose best before them is not ``min_gain`` above its first point
+    (flat at the start: a model still learning the format answers nothing for hundreds of steps), has not
+    plateaued; a seed that never rises trains to ``max_steps``."""
     if len(accuracies) <= rule.patience:
         return False
     best_before = max(accuracies[: -rule.patience])
+    if best_before < accuracies[0] + rule.min_gain:  # the curve has not risen yet: still learning the format
+        return False
     return all(a < best_before + rule.min_gain for a in accuracies[-rule.patience :])
 
 
@@ -136,12 +141,22 @@ def plateau_stop(rule: PlateauRule, out_dir: str | Path, score: Callable[[Path],
                     else:
                         self.record.pop("anneal", None)
                         self.record["plateau_step"] = None
+            scored = {c["step"] for c in self.record["curve"]}
+            resumed = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+            if state.global_step and state.global_step not in scored and not self.record.get("anneal"):
+                if state.is_world_process_zero and resumed.is_dir():  # killed between its save and its score
+                    self._score(args, state, lr_scheduler, kwargs.get("optimizer"))
             return control
 
         def on_save(self, args, state, control, lr_scheduler=None, optimizer=None, **kwargs):
             anneal = self.record.get("anneal")
             if not state.is_world_process_zero or (anneal and state.global_step < anneal["end_step"]):
                 return control  # the anneal's own checkpoints are not scored, its last one is
+            self._score(args, state, lr_scheduler, optimizer)
+            return control
+
+        def _score(self, args, state, lr_scheduler, optimizer) -> None:
+            """Score the checkpoint of this step, record it, and start the anneal at a plateau."""
             checkpoint = Path(args.output_dir) / f"checkpoint-{state.global_step}"
             found = score(checkpoint)
             rate = optimizer.param_groups[0]["lr"] if optimizer is not None else None
@@ -152,25 +167,27 @@ def plateau_stop(rule: PlateauRule, out_dir: str | Path, score: Callable[[Path],
                 f"(best {max(accuracies):.3f})",
                 flush=True,
             )
-            if not anneal and plateau_reached(accuracies, rule) and lr_scheduler is not None:
+            if not self.record.get("anneal") and plateau_reached(accuracies, rule) and lr_scheduler is not None:
                 base = lr_scheduler.base_lrs[0]
                 start = (rate / base) if rate is not None and base else floor
+                # within the cap: a plateau near max_steps anneals over the steps left, so the run still ends annealed
+                left = args.max_steps - state.global_step if args.max_steps and args.max_steps > 0 else None
+                steps = max(1, min(rule.anneal_steps, left)) if left is not None else rule.anneal_steps
                 self.record["plateau_step"] = state.global_step
                 self.record["anneal"] = {
                     "start_step": state.global_step,
-                    "steps": rule.anneal_steps,
+                    "steps": steps,
                     "start_factor": start,
                     "floor_factor": floor,
-                    "end_step": state.global_step + rule.anneal_steps,
+                    "end_step": state.global_step + steps,
                 }
                 self._anneal(lr_scheduler)
                 print(
                     f"[plateau] no gain of {rule.min_gain} in {rule.patience} checkpoints: annealing from "
-                    f"{start:.0%} to {floor:.0%} of the peak over {rule.anneal_steps} steps",
+                    f"{start:.0%} to {floor:.0%} of the peak over {steps} steps",
                     flush=True,
                 )
             self._write()
-            return control
 
         def on_step_end(self, args, state, control, **kwargs):
             anneal = self.record.get("anneal")
@@ -192,10 +209,10 @@ def read_curve(stage_dir: str | Path) -> pd.DataFrame:
     curve = pd.DataFrame(record.get("curve", []))
     plateau = record.get("plateau_step")
     if len(curve):
-        after = curve["step"] > plateau if plateau is not None else False
-        curve["phase"] = ["training"] * len(curve)
-        curve.loc[curve["step"] == plateau, "phase"] = "plateau"
-        curve.loc[after, "phase"] = "annealed"
+        curve["phase"] = "training"
+        if plateau is not None:
+            curve.loc[curve["step"] == plateau, "phase"] = "plateau"
+            curve.loc[curve["step"] > plateau, "phase"] = "annealed"
     return curve
 
 
@@ -229,6 +246,8 @@ def plateau_from_params(
         raise ValueError("plateau_questions: the plateau rule scores the offline world's validation questions")
     if processes > 1:
         raise ValueError("plateau_questions: the plateau rule runs in one process (set num_processes to 1)")
+    if params.get("finetuning") == "lora":
+        raise ValueError("plateau_questions: a LoRA checkpoint holds the adapter only; the rule scores full models")
     if params.get("stop_at_eval_loss") is not None:
         raise ValueError("plateau_questions and stop_at_eval_loss both end the run: set one of them (the other None)")
     rule = PlateauRule(n, params["plateau_patience"], params["plateau_min_gain"], params["anneal_steps"])
