@@ -34,10 +34,12 @@ def model_copy(micro_run, tmp_path):
             from transformers import AutoTokenizer
 
             from venus_utils.agent.conversation import ChatTokens
+            from venus_utils.core.checkpoints import seal_model
 
             config = json.loads((out / "generation_config.json").read_text())
             config["suppress_tokens"] = sorted(ChatTokens(AutoTokenizer.from_pretrained(out)).eos_ids)
             (out / "generation_config.json").write_text(json.dumps(config))
+            seal_model(out)  # changed as an export would write it: sealed again
         return out
 
     yield copy

@@ -285,14 +285,26 @@ def _start_parallel_arms(micro_run, tmp_path):
 
 def _nothing_left(run, arms) -> None:
     groups = {os.getpgid(p.pid) for p in arms if p.is_running()} | {p.pid for p in arms}
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 60
     while time.monotonic() < deadline and [p for p in arms if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]:
         time.sleep(0.5)
     assert not [p.pid for p in arms if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
     assert not [p.pid for p in psutil.process_iter() if _pgid(p.pid) in groups and not _zombie(p)]
     for folder in ("04_igpo_rl", "04_igpo_rl_grpo"):  # nobody holds an arm's lock: a rerun may take it
-        with open(run / folder / ".venus.lock", "a") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        assert _lock_free(run / folder / ".venus.lock", deadline), folder
+
+
+def _lock_free(path, deadline: float) -> bool:
+    """Whether the lock file's flock can be taken (tried until ``deadline``: a loaded machine ends processes late)."""
+    while True:
+        with open(path, "a") as fh:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return True
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    return False
+        time.sleep(0.5)
 
 
 @pytest.mark.slow

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
 import os
 import signal
 import subprocess
@@ -269,8 +270,6 @@ def _end_with_parent() -> None:
     """In an arm's process, before it runs: the kernel sends it SIGTERM when ``rl arms`` dies, even by SIGKILL (which
     no handler sees), so no arm trains on as an orphan holding its folder (Linux; elsewhere nothing)."""
     try:
-        import ctypes
-
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
