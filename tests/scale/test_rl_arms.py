@@ -389,7 +389,7 @@ def test_the_rejection_sampling_arm_samples_filters_and_fine_tunes_for_the_budge
     cfg = IGPOConfig.from_dict(params)
     kw = dict(train_questions=params["train_questions"], heldout_n=4, judge=_AnyAnswer(), progress=False)
     arm = run / "04_igpo_rl_rft"
-    with pytest.raises(ValueError, match="less than one fine-tuning step"):  # a budget the sampling alone spends
+    with pytest.raises(ValueError, match="nothing is left for SFT"):  # a budget the sampling alone spends
         train_rft_arm(run, 1.0, cfg, **kw)
     record = json.loads((arm / SAMPLING_FILE).read_text())
     assert record["rollouts"] == 2 * cfg.prompts_per_step * cfg.num_generations

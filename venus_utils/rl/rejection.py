@@ -35,15 +35,13 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from ..core.io import atomic_path, read_json, read_jsonl, write_json, write_jsonl
-from ..core.paths import RFT_DIR, SETUP_STAGE, SFT_STAGE
+from ..core.paths import RFT_DIR, SFT_STAGE
 from ..core.perf import FlopCounter
 from ..core.stage import Stage
 from ..eval import heldout as ho
 from ..eval.judge import Judge, judge_function, judged_score
-from ..sft.config import SFTConfig
-from ..sft.continuation import control_steps, lr_factor, seed_checkpoints, step_flops
+from ..sft.continuation import continue_sft
 from ..sft.data import IGNORE
-from ..sft.trainer import prepare_engine, train_sft
 from ..tools import make_toolbox
 from .config import IGPOConfig
 from .control import sft_settings
@@ -199,63 +197,6 @@ def _samples(
     return rows, record
 
 
-def _finetune(
-    stage: Stage, params: dict[str, Any], sft_dir: Path, rows: list[dict], budget: float, charged: float
-) -> tuple[Any, dict[str, Any]]:
-    """SFT from the stopped checkpoint on ``rows`` for ``budget - charged`` FLOPs (the control's schedule: from the
-    stopped rate, cosine to the floor); returns the result and the summary's figures of it."""
-    from transformers import AutoConfig
-
-    engine = prepare_engine(params["engine"])
-    model_path = params["base_model"] or (stage.upstream(SETUP_STAGE) / "tiny_model")
-    cfg = SFTConfig.from_params(params, engine=engine)
-    per_step = step_flops(rows, cfg, AutoConfig.from_pretrained(str(model_path)))
-    left = budget - charged
-    if left < per_step:
-        raise ValueError(
-            f"[rft] sampling spent {charged:.3g} of the RL arm's {budget:.3g} FLOPs: less than one fine-tuning step "
-            f"({per_step:.3g}) is left"
-        )
-    steps = control_steps(left, per_step)
-    start_step, start_rate = seed_checkpoints(sft_dir.parent, stage.dir, record=False)
-    floor = cfg.min_lr_ratio if cfg.schedule_by_time else 0.0
-    start = start_rate / cfg.learning_rate
-    limits = dict(max_steps=start_step + steps, stop_at_eval_loss=None, max_time_minutes=None, logging_steps=1)
-    cfg = SFTConfig.from_params(params, engine=engine, resume=True, **limits)
-    print(
-        f"[rft] fine-tuning {len(rows)} kept trajectories from step {start_step}: {steps} steps of ~{per_step:.3g} "
-        f"FLOPs, learning rate {start_rate:.3g} cosine to {floor:.0%} of the peak",
-        flush=True,
-    )
-    with stage.timed("train"):
-        result = train_sft(
-            cfg,
-            model_path,
-            rows,
-            stage.dir,
-            agent_settings=dict(
-                system_prompt_style=params["system_prompt_style"],
-                max_turns=params["eval_max_turns"],
-                max_new_tokens=params["eval_max_new_tokens"],
-            ),
-            lr_factor=lr_factor(start_step, steps, start, floor),
-        )
-    tuned = sum(h.get("flops", 0.0) for h in result.history if h.get("step", 0) > start_step)
-    return result, dict(
-        continued_from=f"{SFT_STAGE}/checkpoints/checkpoint-{start_step}",
-        start_step=start_step,
-        steps=result.steps - start_step,
-        finetune_flops=tuned or None,
-        train_flops=charged + tuned,
-        flops_vs_budget=round((charged + tuned) / budget, 3),
-        step_flops_estimate=per_step,
-        learning_rate_start=start_rate,
-        learning_rate_floor=floor * cfg.learning_rate,
-        train_wall_s=None if result.wall_s is None else round(result.wall_s, 1),
-        model_dir=str(result.model_dir) if result.model_dir else None,
-    )
-
-
 def train_rft_arm(
     run_dir: str | Path,
     budget_flops: float,
@@ -316,7 +257,6 @@ def train_rft_arm(
     figures = dict(
         arm="rejection sampling (RFT)",
         sampling={k: v for k, v in record.items() if k != "settings"},
-        budget_flops=budget_flops,
         sampling_flops=record["sampling_flops"],
         judge=described,
         launched_from=launched_from,
@@ -333,8 +273,10 @@ def train_rft_arm(
             scored = heldout_scores(stage, "sft", heldout_questions, eval_settings, **kw)
             with atomic_path(stage.path("heldout_rl.parquet")) as tmp:
                 scored.to_parquet(tmp)
-        return stage.finish(**figures, steps=0, train_flops=charged, note=why, model_dir=str(sft_dir))
-    _, tuned = _finetune(stage, params, sft_dir, rows, budget_flops, charged)
+        return stage.finish(
+            **figures, budget_flops=budget_flops, steps=0, train_flops=charged, note=why, model_dir=str(sft_dir)
+        )
+    tuned = continue_sft(stage, params, rows, budget_flops, spent=charged, same_data=False, name="rft")
     comparison: dict = {}
     if heldout_questions is not None:  # the same greedy held-out evaluation as the RL arms'
         comparison = ho.compare(

@@ -131,32 +131,45 @@ def seed_checkpoints(sft_dir: str | Path, out_dir: str | Path, record: bool = Tr
     return step, rate
 
 
-def train_control(stage: Any, params: dict[str, Any], budget_flops: float) -> dict[str, Any]:
-    """Continue the run's stopped SFT model into ``stage.dir`` (a :class:`venus_utils.core.stage.Stage` named after the
-    SFT stage, its folder the control's) for ``budget_flops`` model FLOPs, with the SFT stage's ``params`` (the
-    profile's ``03_sft_unsloth`` values).  Returns the figures for its ``summary.json``: the steps, the FLOPs counted
-    against the budget, the schedule, the training loss."""
-    from transformers import AutoConfig, AutoTokenizer
+def continue_sft(
+    stage: Any,
+    params: dict[str, Any],
+    rows: list[dict[str, Any]],
+    budget_flops: float,
+    *,
+    spent: float = 0.0,
+    same_data: bool = True,
+    name: str = "control",
+) -> dict[str, Any]:
+    """Continue the run's stopped SFT model into ``stage.dir`` on ``rows`` for ``budget_flops - spent`` model FLOPs
+    (``spent``: what the arm already spent, e.g. rejection sampling's sampling), with the SFT stage's ``params``: from
+    the stopped checkpoint (its weights and AdamW moments; ``same_data``: its resume record too, the control's data
+    being the SFT data), from the learning rate it stopped at, cosine down to the floor over the steps the FLOPs buy,
+    every step logged. Returns the summary's figures: the steps, the FLOPs (``spent`` included) against the budget, the
+    schedule, the training loss, the model folder."""
+    from transformers import AutoConfig
 
     engine = prepare_engine(params["engine"])  # Unsloth before transformers' models
-    sft_dir = stage.upstream(SFT_STAGE)
-    start_step, start_rate = seed_checkpoints(sft_dir, stage.dir)
     model_path = params["base_model"] or (stage.upstream(SETUP_STAGE) / "tiny_model")
-    tokenizer = AutoTokenizer.from_pretrained(str(model_path))
-    data = stage.upstream(RESAMPLING_STAGE) / "train.parquet"
-    with stage.timed("tokenize"):
-        rows = examples_from_parquet(data, tokenizer, max_length=params["max_length"]).rows
     cfg = SFTConfig.from_params(params, engine=engine)
     per_step = step_flops(rows, cfg, AutoConfig.from_pretrained(str(model_path)))
-    steps = control_steps(budget_flops, per_step)
+    left = budget_flops - spent
+    if left <= 0:
+        raise ValueError(
+            f"[{name}] {spent:.3g} of the RL arm's {budget_flops:.3g} FLOPs already spent: nothing is left for SFT "
+            f"(one step: {per_step:.3g})"
+        )
+    steps = control_steps(left, per_step)  # at least one step
+    start_step, start_rate = seed_checkpoints(stage.upstream(SFT_STAGE), stage.dir, record=same_data)
     floor = cfg.min_lr_ratio if cfg.schedule_by_time else 0.0
     start = start_rate / cfg.learning_rate
-    # the limits of the control: a step budget, no early stop, every step logged (its FLOPs exactly)
+    # the limits of the continuation: a step budget, no early stop, every step logged (its FLOPs exactly)
     limits = dict(max_steps=start_step + steps, stop_at_eval_loss=None, max_time_minutes=None, logging_steps=1)
     cfg = SFTConfig.from_params(params, engine=engine, resume=True, **limits)
     print(
-        f"[control] more SFT from step {start_step} (learning rate {start_rate:.3g}, {start:.0%} of the peak): "
-        f"{steps} steps of ~{per_step:.3g} FLOPs for the RL arm's {budget_flops:.3g}, cosine to {floor:.0%}",
+        f"[{name}] SFT on {len(rows)} rows from step {start_step} (learning rate {start_rate:.3g}, {start:.0%} of the "
+        f"peak): {steps} steps of ~{per_step:.3g} FLOPs for the RL arm's {budget_flops:.3g} (spent {spent:.3g}), "
+        f"cosine to {floor:.0%}",
         flush=True,
     )
     with stage.timed("train"):
@@ -173,14 +186,15 @@ def train_control(stage: Any, params: dict[str, Any], budget_flops: float) -> di
             lr_factor=lr_factor(start_step, steps, start, floor),
         )
     mine = [h for h in result.history if h.get("step", 0) > start_step]
-    counted = sum(h.get("flops", 0.0) for h in mine)
+    tuned = sum(h.get("flops", 0.0) for h in mine)
+    counted = spent + tuned
     losses = [h["loss"] for h in mine if "loss" in h]
     return dict(
-        arm="more SFT (control)",
         continued_from=f"{SFT_STAGE}/checkpoints/checkpoint-{start_step}",
         start_step=start_step,
         steps=result.steps - start_step,
         budget_flops=budget_flops,
+        finetune_flops=tuned or None,
         train_flops=counted or None,
         flops_vs_budget=round(counted / budget_flops, 3) if counted else None,
         step_flops_estimate=per_step,
@@ -191,3 +205,17 @@ def train_control(stage: Any, params: dict[str, Any], budget_flops: float) -> di
         train_wall_s=None if result.wall_s is None else round(result.wall_s, 1),
         model_dir=str(result.model_dir) if result.model_dir else None,
     )
+
+
+def train_control(stage: Any, params: dict[str, Any], budget_flops: float) -> dict[str, Any]:
+    """Continue the run's stopped SFT model into ``stage.dir`` (a :class:`venus_utils.core.stage.Stage` named after the
+    SFT stage, its folder the control's) on the same SFT data for ``budget_flops`` model FLOPs, with the SFT stage's
+    ``params`` (the profile's ``03_sft_unsloth`` values): :func:`continue_sft`."""
+    from transformers import AutoTokenizer
+
+    model_path = params["base_model"] or (stage.upstream(SETUP_STAGE) / "tiny_model")
+    tokenizer = AutoTokenizer.from_pretrained(str(model_path))
+    data = stage.upstream(RESAMPLING_STAGE) / "train.parquet"
+    with stage.timed("tokenize"):
+        rows = examples_from_parquet(data, tokenizer, max_length=params["max_length"]).rows
+    return {"arm": "more SFT (control)", **continue_sft(stage, params, rows, budget_flops)}
