@@ -426,7 +426,7 @@ def test_keep_compresses_each_arms_training_episodes_and_the_report_reads_them(t
     writes each ``episodes.jsonl`` as ``episodes.jsonl.gz`` (the same bytes each time), and rl.run_report reads it."""
     import gzip
 
-    from venus_utils.core.io import write_jsonl
+    from venus_utils.core.io import read_jsonl, write_json, write_jsonl
     from venus_utils.eval import heldout as ho
     from venus_utils.rl import run_report
 
@@ -438,7 +438,12 @@ def test_keep_compresses_each_arms_training_episodes_and_the_report_reads_them(t
     for arm in ("IGPO", "GRPO"):
         (run / ho.RL_ARMS[arm]).mkdir(parents=True, exist_ok=True)
         write_jsonl(run / ho.RL_ARMS[arm] / "episodes.jsonl", [episode] * 3)
+    history = [{"step": 1, "loss": 2.0, "flops": 10.0}, {"step": 2, "loss": 1.5, "flops": 10.0}]
+    (run / ho.SCORED["more SFT"]).parent.mkdir(parents=True)
+    write_json(run / ho.SCORED["more SFT"].split("/")[0] / "train_history.json", history)
     written = ho.keep_results(run, out)
+    # an SFT-trained arm's training log is kept under the RL arms' name, one row per logged step
+    assert read_jsonl(out / ho.SCORED["more SFT"].split("/")[0] / "metrics.jsonl") == history
     kept = out / ho.RL_ARMS["GRPO"] / "episodes.jsonl.gz"
     assert kept in written and not (out / ho.RL_ARMS["GRPO"] / "episodes.jsonl").exists()
     assert gzip.decompress(kept.read_bytes()) == (run / ho.RL_ARMS["GRPO"] / "episodes.jsonl").read_bytes()

@@ -34,7 +34,7 @@ from ..agent.file_runs import run_file_async
 from ..agent.settings import AgentSettings, model_agent_settings
 from ..core import qa_files as loaders
 from ..core.aio import run_coroutine
-from ..core.io import atomic_dir, atomic_path, check_replaceable, read_json, write_json
+from ..core.io import atomic_dir, atomic_path, check_replaceable, read_json, write_json, write_jsonl
 from ..core.paths import CONTROL_DIR, RFT_DIR, RL_STAGE, SFT_STAGE
 from ..core.qa_files import load_questions, made_with, stratified_sample
 from ..core.stage import RUN_PROFILE, SUMMARY
@@ -447,6 +447,9 @@ def compare(baseline: pd.DataFrame, other: pd.DataFrame) -> dict[str, Any]:
 KEPT_COLUMNS = ("id", "sample", "question", "answer", "prediction", "correct", "em", "f1", "turns", "judge")
 KEPT_COLUMNS += ("judge_method",)  # which answers the offline fallback judged when the LLM judge failed
 KEPT_FILES = (SUMMARY, "arms.json", RUN_PROFILE, "metrics.jsonl")  # metrics: per RL step
+#: an SFT-trained arm's log (SFT, more SFT, rejection sampling: one row per logged step), kept as its ``metrics.jsonl``
+#: so that every kept arm's training log has one name
+SFT_HISTORY = "train_history.json"
 #: kept gzip-compressed (``<name>.gz``, ~40 KB an RL arm of the cpu lesson): the training rollouts' rewards, per-turn
 #: information gain and advantages, the evidence for what an arm's update pushed (rl.run_report reads them)
 KEPT_COMPRESSED = ("episodes.jsonl",)
@@ -458,8 +461,9 @@ def keep_results(run_dir: str | Path, out_dir: str | Path) -> list[Path]:
     """Copy what a run's held-out results say into ``out_dir`` (a folder to commit; run folders do not outlive a
     machine): each scored table of :data:`SCORED` that the run has, at the same place, reduced to
     :data:`KEPT_COLUMNS` and the breakdown columns; each stage's ``summary.json``; the run's ``arms.json`` and
-    ``profile.yaml``; the validation tables beside each model (``eval validate``); each RL arm's ``metrics.jsonl``, and
-    its ``episodes.jsonl`` compressed (:data:`KEPT_COMPRESSED`).  ``python -m venus_utils.eval
+    ``profile.yaml``; the validation tables beside each model (``eval validate``); each arm's training log as its
+    ``metrics.jsonl`` (an RL arm's own; an SFT-trained arm's :data:`SFT_HISTORY`, one row per logged step), and each
+    RL arm's ``episodes.jsonl`` compressed (:data:`KEPT_COMPRESSED`).  ``python -m venus_utils.eval
     compare`` pools such folders as it pools run folders.  Returns the files written."""
     run, out = Path(run_dir), Path(out_dir)
     if run.resolve() == out.resolve():
@@ -485,6 +489,11 @@ def keep_results(run_dir: str | Path, out_dir: str | Path) -> list[Path]:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(path.read_bytes())
             written.append(out / path.relative_to(run))
+        for path in sorted(run.glob(f"*/{SFT_HISTORY}")):
+            if not (path.parent / "metrics.jsonl").is_file():
+                target = Path(tmp) / path.relative_to(run).with_name("metrics.jsonl")
+                write_jsonl(target, read_json(path))
+                written.append(out / target.relative_to(tmp))
         for name in KEPT_COMPRESSED:
             for path in sorted(run.glob(f"*/{name}")):
                 target = Path(tmp) / path.relative_to(run).with_name(f"{name}.gz")
