@@ -16,13 +16,15 @@ export TOKENIZERS_PARALLELISM := false
 export PYTHONUNBUFFERED := 1
 export UNSLOTH_DISABLE_STATS := 1
 
-.PHONY: help setup setup-unsloth browser pipeline book test test-core test-unsloth lint format lab gpu bench clean-runs
+.PHONY: help setup setup-unsloth browser pipeline book test test-core test-unsloth lint format lab gpu gpu-check \
+        gpu-check-wheels bench clean-runs
 
 help:
 	@echo "make pipeline   run all notebooks on the offline default (PROFILE=smoke|cpu|cpu-easy|cpu-hard|paper|colab)"
 	@echo "make test       run the test suite (default environment + the Unsloth CPU environment)"
 	@echo "make lab        open JupyterLab on notebooks/"
 	@echo "make gpu        build .venv from the GPU lock (CUDA torch, vLLM, Unsloth) on a GPU machine"
+	@echo "make gpu-check  the GPU route in minutes on one NVIDIA GPU, nothing downloaded (docs/scaling.md)"
 	@echo "make bench      run the benchmark scripts (a few minutes; BENCH_ARGS=--full for bench_sft's full size)"
 	@echo "make book       render an executed run (runs/PROFILE) as a static HTML site"
 
@@ -101,6 +103,24 @@ lab: $(ENV_STAMP)
 bench: $(ENV_STAMP)
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; case $$b in *bench_sft*) a="$(BENCH_ARGS)";; *) a="";; esac; \
 	  $(VENV)/bin/python $$b $$a || exit 1; done
+
+# The GPU check (benchmarks/gpu_check.py, docs/scaling.md): on a machine with one NVIDIA GPU and python3 with CUDA
+# PyTorch, transformers, peft and accelerate, and nothing it can download. `make gpu-check-wheels` (here, with the
+# package registries) saves the other wheels it needs into .whl/; carried there, `make gpu-check` installs them into
+# .whl/site (never over the machine's own packages) and runs the check. With a .venv (`make gpu`) it uses that.
+WHEEL_PYTHON ?= 3.12
+WHEEL_PLATFORMS := $(foreach p,manylinux_2_28 manylinux_2_27 manylinux_2_17 manylinux2014 manylinux1,--platform $(p)_x86_64)
+gpu-check-wheels:
+	$(PYTHON) -m pip download -q --no-deps --only-binary=:all: --python-version $(WHEEL_PYTHON) --implementation cp \
+	  $(WHEEL_PLATFORMS) -d .whl -r requirements/gpu-check-wheels.txt
+	@du -sh .whl
+
+gpu-check:
+	@py=$$(test -x $(VENV)/bin/python && echo $(VENV)/bin/python || echo $(PYTHON)); \
+	if ls .whl/*.whl >/dev/null 2>&1; then \
+	  $$py -m pip install -q --no-index --no-deps --no-compile --upgrade --target .whl/site .whl/*.whl || exit 1; \
+	  export PYTHONPATH="$(CURDIR)/.whl/site$${PYTHONPATH:+:$$PYTHONPATH}"; fi; \
+	$$py benchmarks/gpu_check.py $(GPU_CHECK_ARGS)
 
 clean-runs:
 	rm -rf runs/

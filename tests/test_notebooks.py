@@ -201,3 +201,24 @@ def test_an_edited_reward_cell_is_trained_never_silently_restored(smoke_run, tmp
                 assert after == pytest.approx(before + 0.5)
                 compared += 1
     assert compared > 0
+
+
+def test_the_gpu_check_runs_on_the_cpu_where_no_gpu_is(smoke_run, tmp_path):
+    """benchmarks/gpu_check.py without CUDA: SFT and IGPO steps of a model built here, over the smoke run's data,
+    each by its stage command line, and a report of speed and share of the machine's peak."""
+    import importlib.util
+
+    out, _ = smoke_run
+    spec = importlib.util.spec_from_file_location("gpu_check", PARAMS_DIR.parent / "benchmarks" / "gpu_check.py")
+    gpu_check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu_check)
+    check = tmp_path / "gpu-check"
+    argv = ["--smoke-run", str(out), "--shape", "micro", "--sft-steps", "2", "--rl-steps", "1", "--out", str(check)]
+    assert gpu_check.main(argv) == 0
+    report = json.loads((check / "gpu_check.json").read_text())
+    assert report["device"] == "cpu" and report["peak"]["peak_gflops"] > 0
+    sft, rl = report["sft"], report["rl"]
+    assert sft["steps"] == 2 and math.isfinite(sft["loss_last"]) and sft["tokens_per_s"] > 0
+    assert 0 < sft["share_of_peak"] < 1 and sft["gpu_peak_memory_gib"] is None  # no CUDA: no GPU memory figure
+    assert rl["steps"] == 1 and rl["generated_tokens"] > 0 and 0 < rl["share_of_peak"] < 1
+    assert {"generation", "info_gain", "update"} <= set(rl["seconds_per_step"])

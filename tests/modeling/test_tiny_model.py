@@ -94,3 +94,17 @@ def test_a_vocabulary_smaller_than_asked_is_explained(capsys):
     tok = train_tokenizer(["Kara Fenmartal was born in Shilo."] * 3, vocab_size=2048)
     out = capsys.readouterr().out
     assert len(tok) < 2048 and "not the 2048 asked for" in out and "max_token_length" in out
+
+
+def test_a_model_of_qwen3_0_6b_shape_has_its_size_and_vocabulary(tok):
+    """The GPU check's model: Qwen3-0.6B's shape and 151,936 embedding rows, built on the meta device (no memory)."""
+    import torch
+
+    from venus_utils.modeling.model import build_model
+
+    with torch.device("meta"):
+        model = build_model(tok, "qwen3-0.6b", model_vocab_size=151_936)
+    assert model.config.vocab_size == 151_936
+    assert 590e6 < sum(p.numel() for p in model.parameters()) < 600e6  # Qwen3-0.6B: 596M with tied embeddings
+    with pytest.raises(ValueError, match="below the tokenizer"):
+        build_model(tok, "micro", model_vocab_size=8)

@@ -9,6 +9,7 @@ with :class:`PhaseTimer`.
 from __future__ import annotations
 
 import multiprocessing as mp
+import sys
 import time
 from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor
@@ -112,6 +113,32 @@ def machine_peak(seconds: float = 1.0) -> MachinePeak:
         bf16_gflops=matmul_gflops(torch.bfloat16, seconds=seconds),
         bf16_native=cpu_bf16_native(),
     )
+
+
+def cuda_bf16_peak_gflops(n: int = 8192, reps: int = 10) -> float:
+    """Sustained GFLOP/s of an ``n`` x ``n`` bf16 matmul on the current CUDA device (mean of ``reps`` products
+    after three warm-ups, on random data): the GPU's own peak that :func:`utilisation` divides by."""
+    import torch
+
+    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    for _ in range(3):
+        a @ b
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        a @ b
+    torch.cuda.synchronize()
+    return 2 * n**3 * reps / (time.perf_counter() - t0) / 1e9
+
+
+def gpu_peak_memory_gib() -> float | None:
+    """The most CUDA memory this process's tensors held (GiB), or None where it never used CUDA (torch is not
+    imported for the question)."""
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        return None
+    return round(max(torch.cuda.max_memory_allocated(i) for i in range(torch.cuda.device_count())) / 2**30, 3)
 
 
 def forward_flops_parts(config: Any) -> tuple[float, float]:

@@ -23,6 +23,7 @@ from typing import Any
 from .io import read_json, write_json
 from .locks import FolderLock, acquire, release
 from .paths import RL_STAGE, SFT_STAGE, TINY_MODEL_DIR, runs_base
+from .perf import gpu_peak_memory_gib
 from .profiles import settings_record
 
 SUMMARY = "summary.json"
@@ -131,6 +132,9 @@ class Stage:
             "timings_s": dict(self.timings),
             **figures,
         }
+        peak = gpu_peak_memory_gib()
+        if peak is not None:
+            summary["gpu_peak_memory_gib"] = peak
         if self.settings is not None:
             summary["settings"] = self.settings
         write_json(self.dir / SUMMARY, summary)

@@ -39,19 +39,33 @@ SIZES: dict[str, TinySize] = {
     "micro": TinySize(64, 2, 4, 2, 16, 128),
     "tiny": TinySize(128, 4, 4, 2, 32, 512),
     "small": TinySize(256, 6, 8, 4, 32, 1024),
+    # Qwen3-0.6B's shape (596M parameters with its 151,936-row vocabulary, ``model_vocab_size``): the GPU check's
+    # model (benchmarks/gpu_check.py), never trained to answer anything
+    "qwen3-0.6b": TinySize(1024, 28, 16, 8, 128, 3072),
 }
 
 METADATA = "venus_modeling.json"  # what built the folder (size, vocab, corpus size), read by notebooks
 TOOL = "venus_utils.modeling"  # what writes a model folder; it replaces only a folder that holds nothing else
 
 
-def build_model(tokenizer, size: str | TinySize = "tiny", max_position_embeddings: int = 8192, seed: int = 0):
-    """A randomly initialised ``Qwen3ForCausalLM`` sized for ``tokenizer`` (vocab padded to a multiple of 64)."""
+def build_model(
+    tokenizer,
+    size: str | TinySize = "tiny",
+    max_position_embeddings: int = 8192,
+    seed: int = 0,
+    model_vocab_size: int | None = None,
+):
+    """A randomly initialised ``Qwen3ForCausalLM`` sized for ``tokenizer`` (vocab padded to a multiple of 64), or with
+    ``model_vocab_size`` embedding rows (at least the tokenizer's: the rows past it are never read)."""
     import torch
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     spec = SIZES[size] if isinstance(size, str) else size
     vocab = -(-len(tokenizer) // 64) * 64
+    if model_vocab_size is not None:
+        if model_vocab_size < len(tokenizer):
+            raise ValueError(f"model_vocab_size={model_vocab_size}: below the tokenizer's {len(tokenizer)} entries")
+        vocab = model_vocab_size
     config = Qwen3Config(
         vocab_size=vocab,
         max_position_embeddings=max_position_embeddings,
@@ -80,15 +94,16 @@ def build_tiny_model(
     max_token_length: int | None = 4,
     max_position_embeddings: int = 8192,
     seed: int = 0,
+    model_vocab_size: int | None = None,
 ) -> Path:
     """Train the tokenizer, build the model and save both (plus the chat template) to ``out_dir``.
 
     ``texts_or_world_dir``: a world folder (``pages.jsonl`` + ``trajectories/``, see ``venus_utils.world``), an
     iterable of texts, or None for the built-in corpus (DR-Venus protocol conversations + the shared examples
-    when present).  Returns ``out_dir``.  The folder is written to a temporary sibling and renamed, so a killed
-    build never leaves a half-written model; an existing ``out_dir`` is replaced only while it holds nothing but a
-    model this function wrote (:func:`venus_utils.core.io.check_replaceable`: else
-    :class:`~venus_utils.core.io.FolderNotOurs`).
+    when present).  ``model_vocab_size``: the model's embedding rows (:func:`build_model`).  Returns ``out_dir``.
+    The folder is written to a temporary sibling and renamed, so a killed build never leaves a half-written model;
+    an existing ``out_dir`` is replaced only while it holds nothing but a model this function wrote
+    (:func:`venus_utils.core.io.check_replaceable`: else :class:`~venus_utils.core.io.FolderNotOurs`).
     """
     out_dir = Path(out_dir)
     check_replaceable(out_dir, TOOL)  # before the tokenizer is trained
@@ -98,7 +113,9 @@ def build_tiny_model(
     if not texts:
         raise ValueError(f"{texts_or_world_dir}: no text to train the tokenizer on")
     tokenizer = train_tokenizer(texts, vocab_size=vocab_size, max_token_length=max_token_length)
-    model = build_model(tokenizer, size, max_position_embeddings=max_position_embeddings, seed=seed)
+    model = build_model(
+        tokenizer, size, max_position_embeddings=max_position_embeddings, seed=seed, model_vocab_size=model_vocab_size
+    )
     with atomic_dir(out_dir, tool=TOOL) as tmp:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)

@@ -73,6 +73,7 @@ def train(args: argparse.Namespace) -> dict:
         eval_loss_last=s["eval_loss_last"],
         tokens_per_s=s["tokens_per_s"],
         train_wall_s=s["wall_s"],  # seconds spent training, across resumed calls (timings_s: this call's)
+        train_flops=s["train_flops"],  # model FLOPs of the logged steps (perf.FlopCounter)
         train_rows=train_set.stats(),
         model_dir=s["model_dir"],
         adapter_dir=s["adapter_dir"],
