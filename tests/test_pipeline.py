@@ -162,3 +162,48 @@ def test_cli_exit_code_and_message(project, capsys):
     params.write_text("01_second:\n  not_declared: 1\n")
     assert main(["--params", str(params), "--out", str(tmp_path / "r")]) == 1
     assert "pipeline stopped" in capsys.readouterr().err
+
+
+def test_the_running_stage_reports_its_own_progress_beside_the_stage_bar(project, monkeypatch):
+    """A stage's kernel counts (venus_utils.core.progress.report) into a file the pipeline names; the pipeline
+    shows it on a second line while the stage runs, then removes the file and the variable."""
+    from venus_utils.core import progress
+    from venus_utils.run import pipeline
+
+    tmp_path, nbs, params = project
+    counting = (
+        "import time\nfrom venus_utils.core.progress import report\n"
+        "for i in range(1, 6):\n    report('things', i, 5)\n    time.sleep(0.7)\n"
+    )
+    make_nb(nbs / "00_first.ipynb", FINISH.replace("NAME", '"00_first"').format(extra=counting))
+    shown, made = [], []
+
+    class Recording(progress.ProgressWatcher):
+        def __init__(self, show, interval=1.0):
+            super().__init__(lambda text: (shown.append(text), show(text)), interval=0.2)
+            made.append(self)
+
+    monkeypatch.delenv(progress.ENV, raising=False)
+    monkeypatch.setattr(pipeline, "ProgressWatcher", Recording)
+    run_pipeline(params, tmp_path / "runs", notebooks_dir=nbs, progress=True)
+    counts = [t for t in shown if t.startswith("things")]
+    assert counts and counts[-1].split(" · ")[0] in ("things 4/5", "things 5/5"), shown
+    assert any("left" in t for t in counts) and any("/s" in t for t in counts)
+    assert progress.ENV not in os.environ and not made[0].path.parent.exists()
+
+
+def test_progress_is_a_no_op_outside_the_pipeline_and_never_fails_a_stage(tmp_path, monkeypatch):
+    from venus_utils.core import progress
+
+    monkeypatch.delenv(progress.ENV, raising=False)
+    progress.report("steps", 1, 10)  # no file named: nothing written, nothing raised
+    monkeypatch.setenv(progress.ENV, str(tmp_path / "gone" / "progress.json"))
+    progress.report("steps", 10, 10)  # its folder removed: nothing raised
+    assert not (tmp_path / "gone").exists()
+    monkeypatch.setenv(progress.ENV, str(tmp_path / "progress.json"))
+    progress.report("steps", 10, 10)
+    record = progress.read(tmp_path / "progress.json")
+    assert record["done"] == 10 and record["total"] == 10
+    assert progress.describe(
+        {"what": "SFT steps", "done": 1200, "total": 4200, "rate_per_s": 1.1, "left_s": 2700}
+    ) == ("SFT steps 1,200/4,200 · 1.10/s · 45 min left")

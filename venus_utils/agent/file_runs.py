@@ -19,6 +19,7 @@ from tqdm.auto import tqdm
 
 from ..core.aio import run_coroutine
 from ..core.io import atomic_write, dumps_json
+from ..core.progress import report as report_progress
 from .loop import AgentConfig, run_agent
 
 QUESTION_FILE = "a .jsonl or .csv with a 'question' column, or a verl-schema .parquet"
@@ -91,6 +92,7 @@ async def run_file_async(
     gate = asyncio.Semaphore(max(1, workers))
     bar = tqdm(total=len(todo), desc="agent", disable=not progress)
     counts: dict[str, int] = {}
+    finished: list[int] = []
 
     async def one(q: dict, sample: int) -> None:
         async with gate:
@@ -106,6 +108,8 @@ async def run_file_async(
             fh.write(dumps_json(record, indent=None) + "\n")
         counts[rollout.termination] = counts.get(rollout.termination, 0) + 1
         bar.update(1)
+        finished.append(1)
+        report_progress("questions answered", len(finished), len(todo))
 
     await asyncio.gather(*(one(q, s) for q, s in todo))
     bar.close()

@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from . import progress
 from .distributed import any_process
 
 if TYPE_CHECKING:
@@ -33,6 +34,20 @@ def time_limit(minutes: float | None) -> TrainerCallback:
             return control
 
     return TimeLimit()
+
+
+def step_progress(what: str) -> TrainerCallback:
+    """A trainer callback that reports each optimizer step as ``what`` (:func:`venus_utils.core.progress.report`:
+    the pipeline's second bar; nothing outside the pipeline), from the main process only."""
+    from transformers import TrainerCallback
+
+    class StepProgress(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.is_world_process_zero:
+                progress.report(what, state.global_step, state.max_steps or None)
+            return control
+
+    return StepProgress()
 
 
 def eval_loss_stop(target: float | None) -> TrainerCallback:

@@ -37,6 +37,7 @@ from tqdm.auto import tqdm
 from ..core.io import atomic_path, read_json, read_jsonl, write_json, write_jsonl
 from ..core.paths import RFT_DIR, SFT_STAGE
 from ..core.perf import FlopCounter
+from ..core.progress import report as report_progress
 from ..core.stage import Stage
 from ..eval import heldout as ho
 from ..eval.judge import Judge, judge_function, judged_score
@@ -145,6 +146,7 @@ def sample_right(
                 kept, why = keep_right(episodes, scores, max_length, seen)
                 rows += kept
                 dropped.update(why)
+                report_progress("questions sampled", min(start + batch, len(questions)), len(questions))
     finally:
         model.train(was_training)
         counter.close()

@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 
 import pandas as pd
 
-from ..core.callbacks import time_limit
+from ..core.callbacks import step_progress, time_limit
 from ..core.checkpoints import ResumePoint, prepare_resume, train_to_end
 from ..core.distributed import is_main_process, world_size
 from ..core.paths import RL_STAGE, SETUP_STAGE, SFT_STAGE
@@ -187,7 +187,7 @@ def train_policy(
         outcome_reward=outcome_reward,
         turn_advantages=turn_advantages,
         resume_step=point.step,
-        callbacks=[time_limit(max_time_minutes)],
+        callbacks=[time_limit(max_time_minutes), step_progress(f"RL steps ({cfg.reward_mode})")],
     )
     with stage.timed("train"):
         train_to_end(trainer, point, stage.dir, cfg.max_steps, finish_limits(cfg, max_time_minutes))

@@ -44,6 +44,7 @@ from ..core.profiles import (
     load_profile,
     notebook_defaults,
 )
+from ..core.progress import ProgressWatcher
 from ..core.stage import RUN_PROFILE, SUMMARY, resolve_run_dir
 from ..core.stopping import Stopped, finish_stop, stop_on_signals
 from .cli import UsageError, folder_argument, profile_argument
@@ -159,8 +160,6 @@ def run_pipeline(
     progress: bool = True,
     log_output: bool = False,
 ) -> list[StageResult]:
-    import papermill
-
     profile: Profile = load_profile(params_path)
     run_dir = resolve_run_dir(out or f"runs/{profile.name}").resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -186,47 +185,62 @@ def run_pipeline(
     with _holding(run_dir, [stage_dir for _, stage_dir, _ in plans]) as hold:
         # the profile as this run read it, beside its stages (``eval keep`` keeps it with the results)
         atomic_write(run_dir / RUN_PROFILE, Path(params_path).read_bytes())
-        results: list[StageResult] = []
         bar = tqdm(plans, desc=f"pipeline [{profile.name}]", unit="stage", disable=not progress)
-        for nb, stage_dir, params in bar:
-            bar.set_postfix_str(nb.stem)
-            earlier = [run_dir / other.stem for other in all_notebooks if other.stem < nb.stem]
-            output = stage_dir / nb.name
-            if resume and is_up_to_date(stage_dir, nb, Path(params_path), earlier, params):
-                results.append(StageResult(nb.stem, "skipped", 0.0, output))
-                tqdm.write(f"[skip] {nb.stem}: outputs are up to date")
-                continue
-            hold(stage_dir)  # makes it; the notebook's kernel shares the lock
-            # A stale summary must not survive a failed re-run.
-            (stage_dir / SUMMARY).unlink(missing_ok=True)
-            (stage_dir / PARAMS_RECORD).unlink(missing_ok=True)
-            t0 = time.perf_counter()
-            try:
-                papermill.execute_notebook(
-                    str(nb),
-                    str(output),
-                    parameters=params,
-                    kernel_name=kernel_name,
-                    cwd=str(stage_dir),
-                    progress_bar=False,
-                    log_output=log_output,
-                )
-            except Exception as exc:  # PapermillExecutionError and kernel start-up failures alike
-                raise StageFailed(_failure_message(nb, output, exc)) from exc
-            if not (stage_dir / SUMMARY).exists():
-                raise StageFailed(
-                    f"notebook {nb.name} ran but wrote no {SUMMARY} in {stage_dir} (call stage.finish())"
-                )
-            write_json(stage_dir / PARAMS_RECORD, {"digest": _params_digest(params), "params": params})
-            seconds = time.perf_counter() - t0
-            results.append(StageResult(nb.stem, "ran", seconds, output))
-            tqdm.write(f"[done] {nb.stem} in {seconds:.1f}s -> {stage_dir}")
+        # the running stage's own count (SFT / RL steps, questions answered) on a second line, read from a file
+        # its kernel writes (venus_utils.core.progress)
+        inner = tqdm(total=0, position=1, bar_format="  {desc}", leave=False, disable=not progress)
+        watcher = ProgressWatcher(inner.set_description_str) if progress else None
+        with watcher or contextlib.nullcontext(), contextlib.closing(inner):
+            results = _run_stages(
+                plans, bar, watcher, run_dir, all_notebooks, params_path, resume, hold, kernel_name, log_output
+            )
         for stale in stale_stages(run_dir, all_notebooks, results):
             tqdm.write(
                 f"[stale] {stale}: made from earlier outputs that this run replaced; rerun it "
                 f"(--only {stale[:2]}, or --resume without --only)"
             )
         return results
+
+
+def _run_stages(plans, bar, watcher, run_dir, all_notebooks, params_path, resume, hold, kernel_name, log_output):
+    """Each planned notebook of ``bar`` in turn (skipped where ``resume`` finds it up to date); the results."""
+    import papermill
+
+    results: list[StageResult] = []
+    for nb, stage_dir, params in bar:
+        bar.set_postfix_str(nb.stem)
+        if watcher is not None:
+            watcher.start_stage()
+        earlier = [run_dir / other.stem for other in all_notebooks if other.stem < nb.stem]
+        output = stage_dir / nb.name
+        if resume and is_up_to_date(stage_dir, nb, Path(params_path), earlier, params):
+            results.append(StageResult(nb.stem, "skipped", 0.0, output))
+            tqdm.write(f"[skip] {nb.stem}: outputs are up to date")
+            continue
+        hold(stage_dir)  # makes it; the notebook's kernel shares the lock
+        # A stale summary must not survive a failed re-run.
+        (stage_dir / SUMMARY).unlink(missing_ok=True)
+        (stage_dir / PARAMS_RECORD).unlink(missing_ok=True)
+        t0 = time.perf_counter()
+        try:
+            papermill.execute_notebook(
+                str(nb),
+                str(output),
+                parameters=params,
+                kernel_name=kernel_name,
+                cwd=str(stage_dir),
+                progress_bar=False,
+                log_output=log_output,
+            )
+        except Exception as exc:  # PapermillExecutionError and kernel start-up failures alike
+            raise StageFailed(_failure_message(nb, output, exc)) from exc
+        if not (stage_dir / SUMMARY).exists():
+            raise StageFailed(f"notebook {nb.name} ran but wrote no {SUMMARY} in {stage_dir} (call stage.finish())")
+        write_json(stage_dir / PARAMS_RECORD, {"digest": _params_digest(params), "params": params})
+        seconds = time.perf_counter() - t0
+        results.append(StageResult(nb.stem, "ran", seconds, output))
+        tqdm.write(f"[done] {nb.stem} in {seconds:.1f}s -> {stage_dir}")
+    return results
 
 
 def stale_stages(run_dir: Path, notebooks: list[Path], results: list[StageResult]) -> list[str]:

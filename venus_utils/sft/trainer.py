@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..agent.settings import check_model_agent_settings, write_model_agent_settings
-from ..core.callbacks import eval_loss_stop, resumed_as_configured, time_limit
+from ..core.callbacks import eval_loss_stop, resumed_as_configured, step_progress, time_limit
 from ..core.checkpoints import (
     AtomicCheckpoints,
     ResumePoint,
@@ -607,6 +607,7 @@ def _build_trainer(
             time_limit(cfg.max_time_minutes),
             eval_loss_stop(cfg.stop_at_eval_loss),
             resumed_as_configured(lr_factor),
+            step_progress("SFT steps"),
             *(callbacks or []),
         ],
         venus_config=cfg,
