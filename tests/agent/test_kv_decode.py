@@ -216,3 +216,38 @@ def test_the_flop_counter_counts_every_forward_path_alike():
     with torch.no_grad():
         lm(input_ids=ids)
     assert counter.flops == pytest.approx(expected, rel=0.01)  # no hooks left
+
+
+def test_a_batch_of_many_lengths_reads_each_group_over_its_own_width_with_the_same_ids(monkeypatch):
+    """64 rows of 8-90 prompt tokens: the decode steps' attention runs over up to four groups of rows, each up to its
+    longest row (kv_decode.length_groups); greedy ids equal the one-group decode and each row's own single-row
+    decode, in the call's order; sampled ids are the same draws as the one-group decode's (rows sample in the call's
+    order)."""
+    from venus_utils.modeling import kv_decode
+
+    lm = random_qwen3(500)
+    prompts = _prompts(500, n=64, seed=7)
+    seen = []
+    original = kv_decode.length_groups
+    monkeypatch.setattr(kv_decode, "length_groups", lambda lengths: seen.append(original(lengths)) or seen[-1])
+    grouped = KVDecoder(lm).generate(prompts, 12, stop_ids=set())
+    assert seen and all(len(groups) == 4 for groups in seen)
+    widths = [w for _, _, w in seen[0]]
+    assert widths == sorted(widths) and widths[0] < widths[-1]
+    for k in (0, 17, 63):
+        assert grouped[k] == KVDecoder(lm).generate([prompts[k]], 12, stop_ids=set())[0]
+    torch.manual_seed(3)
+    sampled = KVDecoder(lm).generate(prompts, 12, stop_ids=set(), temperature=1.0)
+    monkeypatch.setattr(kv_decode, "MIN_GROUP_ROWS", 1000)  # one group, rows in the call's order (as before)
+    assert KVDecoder(lm).generate(prompts, 12, stop_ids=set()) == grouped
+    torch.manual_seed(3)
+    assert KVDecoder(lm).generate(prompts, 12, stop_ids=set(), temperature=1.0) == sampled
+
+
+def test_length_groups_split_sorted_rows_and_keep_unsorted_or_few_rows_whole():
+    from venus_utils.modeling.kv_decode import length_groups
+
+    assert length_groups(torch.arange(1, 65)) == [(0, 16, 16), (16, 32, 32), (32, 48, 48), (48, 64, 64)]
+    assert length_groups(torch.tensor([5] * 40)) == [(0, 20, 5), (20, 40, 5)]
+    assert length_groups(torch.tensor([3, 1, 2] * 20)) == [(0, 60, 3)]
+    assert length_groups(torch.arange(10)) == [(0, 10, 9)]
