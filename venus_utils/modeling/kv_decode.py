@@ -177,7 +177,8 @@ class KVDecoder:
             bias = torch.zeros(visible.shape, dtype=hidden.dtype, device=ids.device)
             bias = bias.masked_fill(~visible, float("-inf"))
         rows = torch.arange(b, device=ids.device)[:, None].expand(b, t)
-        groups = length_groups(lengths_after) if t == 1 else []
+        # on the CPU the reads of the cache are what a decode step waits on; on a GPU each group costs kernel launches
+        groups = length_groups(lengths_after) if t == 1 and ids.device.type == "cpu" else [(0, b, width)]
         for layer, (k_cache, v_cache) in zip(inner.layers, caches):
             attn = layer.self_attn
             residual = hidden
