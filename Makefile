@@ -107,7 +107,8 @@ bench: $(ENV_STAMP)
 # The GPU check (benchmarks/gpu_check.py, docs/scaling.md): on a machine with one NVIDIA GPU and python3 with CUDA
 # PyTorch, transformers, peft and accelerate, and nothing it can download. `make gpu-check-wheels` (here, with the
 # package registries) saves the other wheels it needs into .whl/; carried there, `make gpu-check` installs them into
-# .whl/site (never over the machine's own packages) and runs the check. With a .venv (`make gpu`) it uses that.
+# .whl/site (never over the machine's own packages) and runs the check. With a .venv (`make gpu`) it uses that
+# alone.
 WHEEL_PYTHON ?= 3.12
 WHEEL_PLATFORMS := $(foreach p,manylinux_2_28 manylinux_2_27 manylinux_2_17 manylinux2014 manylinux1,--platform $(p)_x86_64)
 gpu-check-wheels:
@@ -117,10 +118,10 @@ gpu-check-wheels:
 
 gpu-check:
 	@py=$$(test -x $(VENV)/bin/python && echo $(VENV)/bin/python || echo $(PYTHON)); \
-	if ls .whl/*.whl >/dev/null 2>&1; then \
+	if [ "$$py" = "$(PYTHON)" ] && ls .whl/*.whl >/dev/null 2>&1; then \
 	  $$py -m pip install -q --no-index --no-deps --no-compile --upgrade --target .whl/site .whl/*.whl || exit 1; \
 	  export PYTHONPATH="$(CURDIR)/.whl/site$${PYTHONPATH:+:$$PYTHONPATH}"; fi; \
-	$$py benchmarks/gpu_check.py $(GPU_CHECK_ARGS)
+	$$py benchmarks/gpu_check.py --device cuda $(GPU_CHECK_ARGS)
 
 clean-runs:
 	rm -rf runs/

@@ -12,13 +12,17 @@ Four phases, each the recipe's own code path in a process of its own (the stage 
 3. ``sft``: a model of Qwen3-0.6B's shape (596M parameters, random weights, built here: nothing downloads) trained
    ``--sft-steps`` optimizer steps on the smoke run's SFT data by ``python -m venus_utils.sft train`` (Unsloth where
    it imports, else TRL; full fine-tuning, bf16 autocast).
-4. ``rl``: ``--rl-steps`` IGPO steps of that model by ``python -m venus_utils.rl train`` (rollouts with the local
-   search and visit tools, information gain, the update).
+4. ``rl``: ``--rl-steps`` IGPO steps of that model by ``python -m venus_utils.rl train``: rollouts of 3 turns of
+   64 tokens (a model of random weights calls no tool: every turn runs to its limit, a fixed decode load), the
+   information gain, the reference and the update.
 
-Printed and written to ``<out>/gpu_check.json``: each phase's seconds, SFT tokens/s, RL seconds per step by phase and
-generated tokens/s, each process's peak GPU memory (``gpu_peak_memory_gib`` of its ``summary.json``), and the model
-FLOPs per second of training as a share of the measured peak.  Without CUDA every phase runs on the CPU (the tests
-run it so, ``--shape micro``); the report says which device ran it.  Exit status 0 only when every phase ran.
+Printed and written to ``<out>/gpu_check.json`` (after each phase, so a failure keeps what was measured; the last
+check's folder is kept as ``<out>-previous``): each phase's seconds; SFT tokens/s and RL sampled tokens/s over the
+steps after the first (the first holds the warm-up); RL seconds per step by phase; each process's peak GPU memory
+(``gpu_peak_memory_gib`` of its ``summary.json``); and the model FLOPs per second of those steps as a share of the
+measured peak (SFT: forward and backward; RL: every model FLOP of the step, generation included).  ``make gpu-check``
+passes ``--device cuda``: no GPU is an error, never a silent CPU run.  Without CUDA the phases run on the CPU with
+``--shape micro`` (the tests do).  Exit status 0 only when every phase ran.
 """
 
 from __future__ import annotations
@@ -35,7 +39,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from venus_utils.core.io import write_json  # noqa: E402
+from venus_utils.core.io import read_jsonl, write_json  # noqa: E402
+from venus_utils.core.paths import CLEANING_STAGE, RESAMPLING_STAGE, RL_STAGE, SETUP_STAGE, SFT_STAGE  # noqa: E402
 from venus_utils.core.stopping import Stopped, finish_stop, stop_on_signals  # noqa: E402
 
 PACKAGES = ("torch", "transformers", "peft", "accelerate", "trl", "datasets", "papermill", "unsloth", "vllm")
@@ -48,7 +53,8 @@ class CheckFailed(RuntimeError):
 
 
 def versions() -> dict[str, str | None]:
-    """Each package's version, or None where it does not import (Unsloth is not imported: it patches on import)."""
+    """Each package's installed version (read from its metadata, nothing imported: Unsloth patches on import), or
+    None where it is not installed."""
     from importlib.metadata import PackageNotFoundError, version
 
     out: dict[str, str | None] = {}
@@ -75,7 +81,11 @@ def measured_peak(device: str) -> dict:
     from venus_utils.core import perf
 
     if device == "cuda":
-        return {"peak_gflops": round(perf.cuda_bf16_peak_gflops(), 1), "peak_of": "bf16 matmul 8192^3 on the GPU"}
+        import torch
+
+        runs = sorted(perf.cuda_bf16_peak_gflops(reps=20) for _ in range(5))
+        torch.cuda.empty_cache()  # the phases' processes get the GPU's memory
+        return {"peak_gflops": round(runs[2], 1), "peak_of": "bf16 matmul 8192^3 on the GPU (median of 5 x 20)"}
     peak = perf.machine_peak(seconds=1.0)
     return {"peak_gflops": round(peak.best_gflops, 1), "peak_of": peak.describe()}
 
@@ -96,6 +106,7 @@ def run_phase(name: str, argv: list[str], out: Path) -> float:
     env.setdefault("HF_HUB_OFFLINE", "1")
     env.setdefault("TRANSFORMERS_OFFLINE", "1")
     env.setdefault("HF_DATASETS_OFFLINE", "1")
+    env.setdefault("TQDM_MININTERVAL", "10")  # progress bars into a pipe: a line every 10 s, not every update
     log = out / f"{name}.log"
     print(f"[gpu-check] {name}: python {' '.join(argv)}", flush=True)
     t0 = time.perf_counter()
@@ -129,12 +140,11 @@ def smoke_phase(out: Path, device: str) -> tuple[dict, Path]:
 
 def big_run(out: Path, smoke_run: Path, shape: str) -> tuple[Path, Path]:
     """A run folder for the large model: the smoke run's world and data stages linked in, the model built here."""
-    from venus_utils.core.paths import RESAMPLING_STAGE, SETUP_STAGE
     from venus_utils.modeling.model import build_tiny_model
 
     run = out / f"run-{shape}"
     run.mkdir()
-    for stage in (SETUP_STAGE, "01_trajectory_cleaning", RESAMPLING_STAGE):
+    for stage in (SETUP_STAGE, CLEANING_STAGE, RESAMPLING_STAGE):
         (run / stage).symlink_to((smoke_run / stage).resolve(), target_is_directory=True)
     world = smoke_run / SETUP_STAGE / "world"
     model = build_tiny_model(
@@ -149,31 +159,43 @@ def share(flops: float | None, seconds: float | None, peak_gflops: float) -> flo
     return round(flops / seconds / 1e9 / peak_gflops, 4)
 
 
+def steady(values: list[float]) -> list[float]:
+    """The windows after the first (its seconds hold the warm-up: allocations, kernels chosen, caches filled); all of
+    them when there is only one."""
+    return values[1:] if len(values) > 1 else values
+
+
 def sft_phase(out: Path, profile: Path, run: Path, model: Path, args, peak_gflops: float) -> dict:
     sets = {
-        "base_model": str(model),
+        "base_model": json.dumps(str(model)),  # quoted: the value is read as YAML
         "max_steps": args.sft_steps,
         "global_batch_size": args.batch,
         "micro_batch_size": args.batch,
-        "logging_steps": 1,
-        "save_steps": 10 * args.sft_steps,  # no checkpoint of the optimizer states (the export still runs)
-        "eval_steps": 10 * args.sft_steps,
+        "logging_steps": 1,  # one window per step: the first (warm-up) is left out of the rates
+        "save_steps": args.sft_steps,  # one checkpoint, at the end (outside the timed windows)
+        "eval_steps": args.sft_steps,
         "val_rows_limit": 4,
         "learning_rate": "1.0e-5",
     }
     argv = ["-m", "venus_utils.sft", "train", "--params", str(profile), "--run-dir", str(run)]
     seconds = run_phase("sft", argv + [a for k, v in sets.items() for a in ("--set", f"{k}={v}")], out)
-    s = summary(run / "03_sft_unsloth")
+    stage = run / SFT_STAGE
+    s = summary(stage)
+    windows = [h for h in json.loads((stage / "train_history.json").read_text()) if "window_s" in h]
+    timed = steady(windows)
+    wall = sum(h["window_s"] for h in timed)
+    tokens = sum(h["tokens_per_s"] * h["window_s"] for h in timed)
+    flops = sum(h.get("flops", 0.0) for h in timed)
     return {
         "seconds": round(seconds, 1),
         "engine": s.get("engine"),
         "steps": s.get("steps"),
         "loss_first": s.get("loss_first"),
         "loss_last": s.get("loss_last"),
-        "tokens_per_s": s.get("tokens_per_s"),
-        "train_wall_s": s.get("train_wall_s"),
+        "timed_steps": len(timed),
+        "tokens_per_s": round(tokens / wall, 1) if wall else None,
         "train_flops": s.get("train_flops"),
-        "share_of_peak": share(s.get("train_flops"), s.get("train_wall_s"), peak_gflops),
+        "share_of_peak": share(flops, wall, peak_gflops),  # the timed steps' model FLOPs over their seconds
         "gpu_peak_memory_gib": s.get("gpu_peak_memory_gib"),
     }
 
@@ -188,39 +210,48 @@ def rl_phase(out: Path, profile: Path, run: Path, args, peak_gflops: float) -> d
         "filter_samples": 0,
         "max_turns": 3,
         "max_tokens_per_turn": 64,
-        "save_steps": 10 * args.rl_steps,
+        "save_steps": args.rl_steps,
         "heldout_n": 0,
         "judge": "offline",
     }
     argv = ["-m", "venus_utils.rl", "train", "--params", str(profile), "--run-dir", str(run)]
     seconds = run_phase("rl", argv + [a for k, v in sets.items() for a in ("--set", f"{k}={v}")], out)
-    stage = run / "04_igpo_rl"
+    stage = run / RL_STAGE
     s = summary(stage)
-    per_step = s.get("seconds_per_step") or {}
-    generated = 0
-    with open(stage / "episodes.jsonl", encoding="utf-8") as fh:
-        for line in fh:
-            generated += int(json.loads(line).get("completion_tokens") or 0)
-    gen_seconds = per_step.get("generation", 0.0) * (s.get("steps") or 0)
-    train_s = (s.get("timings_s") or {}).get("train")
+    steps = steady([r for r in read_jsonl(stage / "metrics.jsonl") if "step_time" in r])
+    timed = {r["step"] for r in steps}
+    # an episode's "step" is the trainer's step before the update (metrics' step - 1)
+    sampled = sum(
+        e.get("assistant_tokens") or 0 for e in read_jsonl(stage / "episodes.jsonl") if e["step"] + 1 in timed
+    )
+    generation_s = sum(r.get("time_generation_s", 0.0) for r in steps)
+    step_s = sum(r["step_time"] for r in steps)
     return {
         "seconds": round(seconds, 1),
         "steps": s.get("steps"),
-        "seconds_per_step": per_step,
-        "generated_tokens": generated,
-        "generated_tokens_per_s": round(generated / gen_seconds, 1) if gen_seconds else None,
+        "timed_steps": len(steps),
+        "seconds_per_step": s.get("seconds_per_step") or {},
+        "sampled_tokens": sampled,
+        "sampled_tokens_per_s": round(sampled / generation_s, 1) if generation_s else None,
         "train_flops": s.get("train_flops"),
-        "share_of_peak": share(s.get("train_flops"), train_s, peak_gflops),
+        # every model FLOP of the timed steps (generation, information gain, reference, update) over their seconds
+        "share_of_peak": share(sum(r.get("flops", 0.0) for r in steps), step_s, peak_gflops),
         "gpu_peak_memory_gib": s.get("gpu_peak_memory_gib"),
     }
 
 
 def prepare_out(out: Path) -> None:
-    """Make ``out``; a folder this script made before is replaced, any other existing one refused."""
+    """Make ``out``; a folder this script made before is kept as ``<out>-previous`` (its own previous one goes),
+    any other existing folder is refused."""
     if out.exists():
         if not (out / MARKER).is_file():
             raise CheckFailed(f"{out}: exists and was not made by the GPU check; pass --out NEW_FOLDER")
-        shutil.rmtree(out)
+        previous = out.with_name(out.name + "-previous")
+        if previous.exists():
+            if not (previous / MARKER).is_file():
+                raise CheckFailed(f"{previous}: exists and was not made by the GPU check; move it away")
+            shutil.rmtree(previous)
+        out.rename(previous)
     out.mkdir(parents=True)
     (out / MARKER).write_text("made by benchmarks/gpu_check.py\n", encoding="utf-8")
 
@@ -243,18 +274,20 @@ def report_lines(report: dict) -> list[str]:
         pct = f"{100 * sft['share_of_peak']:.1f}%" if sft["share_of_peak"] is not None else "-"
         lines.append(
             f"SFT ({report['shape']}, {sft['engine']}): {sft['steps']} steps, loss {sft['loss_first']:.3f} -> "
-            f"{sft['loss_last']:.3f}, {sft['tokens_per_s']} tokens/s, {pct} of the peak, peak GPU memory "
-            f"{sft['gpu_peak_memory_gib'] or '-'} GiB"
+            f"{sft['loss_last']:.3f}; steps after the first: {sft['tokens_per_s']} tokens/s, {pct} of the peak; "
+            f"peak GPU memory {sft['gpu_peak_memory_gib'] or '-'} GiB"
         )
     rl = report.get("rl")
     if rl:
         pct = f"{100 * rl['share_of_peak']:.1f}%" if rl["share_of_peak"] is not None else "-"
         phases = ", ".join(f"{k} {v:.2f}" for k, v in rl["seconds_per_step"].items())
         lines.append(
-            f"RL ({report['shape']}, IGPO): {rl['steps']} steps, s/step: {phases}; generation "
-            f"{rl['generated_tokens_per_s']} tokens/s; {pct} of the peak, peak GPU memory "
-            f"{rl['gpu_peak_memory_gib'] or '-'} GiB"
+            f"RL ({report['shape']}, IGPO): {rl['steps']} steps, s/step: {phases}; steps after the first: "
+            f"{rl['sampled_tokens_per_s']} sampled tokens/s in generation, {pct} of the peak (every model FLOP of "
+            f"the step); peak GPU memory {rl['gpu_peak_memory_gib'] or '-'} GiB"
         )
+    if report.get("failed"):
+        lines.append(f"FAILED: {report['failed']}")
     lines.append(f"total: {report['seconds']:.0f} s")
     return lines
 
@@ -262,7 +295,7 @@ def report_lines(report: dict) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, default=ROOT / "runs" / "gpu-check", help="folder for the runs and report")
-    ap.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
+    ap.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto", help="make gpu-check passes cuda")
     ap.add_argument("--shape", default="qwen3-0.6b", help="model shape (venus_utils.modeling.model.SIZES)")
     ap.add_argument("--sft-steps", type=int, default=30)
     ap.add_argument("--rl-steps", type=int, default=3)
@@ -273,44 +306,59 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.shape not in SIZES:
         ap.error(f"--shape {args.shape}: expected one of {', '.join(SIZES)}")
+    if min(args.sft_steps, args.rl_steps, args.batch) < 1:
+        ap.error("--sft-steps, --rl-steps and --batch must be at least 1")
+    args.out = args.out.resolve()  # the phases run from the repository root
+    if args.smoke_run is not None:
+        args.smoke_run = args.smoke_run.resolve()
+        if not (args.smoke_run / SETUP_STAGE).is_dir() or not (args.smoke_run / RESAMPLING_STAGE).is_dir():
+            ap.error(f"--smoke-run {args.smoke_run}: not a run folder with {SETUP_STAGE} and {RESAMPLING_STAGE}")
+        if args.smoke_run.is_relative_to(args.out):
+            ap.error(f"--smoke-run {args.smoke_run}: inside --out, which this check replaces; copy it elsewhere")
     t0 = time.perf_counter()
+    report: dict = {}
     try:
         with stop_on_signals():  # SIGTERM / Ctrl-C: the phase's process and what it started end too
-            report = check(args)
+            code = check(args, report)
     except Stopped as stop:
         finish_stop(stop)
-        print(f"gpu-check: stopped by {stop}", file=sys.stderr)
-        return 128 + stop.signum
+        report["failed"], code = f"stopped by {stop}", 128 + stop.signum
     except CheckFailed as exc:
-        print(f"gpu-check: {exc}", file=sys.stderr)
-        return 1
+        report["failed"], code = str(exc), 1
     report["seconds"] = round(time.perf_counter() - t0, 1)
-    write_json(args.out / "gpu_check.json", report)
-    print("\n".join(["", "GPU check", *report_lines(report), f"report: {args.out / 'gpu_check.json'}"]))
-    return 0
+    if (args.out / MARKER).is_file():  # what was measured before a failure is kept too
+        write_json(args.out / "gpu_check.json", report)
+    if code:
+        print(f"gpu-check: {report['failed']}", file=sys.stderr)
+    if report.get("peak"):
+        print("\n".join(["", "GPU check", *report_lines(report), f"report: {args.out / 'gpu_check.json'}"]))
+    return code
 
 
-def check(args) -> dict:
-    """The four phases; the report without its total seconds."""
+def check(args, report: dict) -> int:
+    """The four phases, each adding its figures to ``report`` (written after each, so a later failure keeps them)."""
+    device, description = pick_device(args.device)  # before the last check's folder is moved aside
+    if device == "cpu" and args.shape == "qwen3-0.6b":
+        raise CheckFailed(
+            "no CUDA device: the 596M model would take hours on the CPU; pass --shape micro for a CPU run"
+        )
     prepare_out(args.out)
-    device, description = pick_device(args.device)
     print(f"[gpu-check] {description}", flush=True)
-    report: dict = {
-        "device": device,
-        "device_description": description,
-        "shape": args.shape,
-        "packages": versions(),
-        "peak": measured_peak(device),
-    }
+    report.update(device=device, device_description=description, shape=args.shape, packages=versions())
+    report["peak"] = measured_peak(device)
+    save = lambda: write_json(args.out / "gpu_check.json", report)  # noqa: E731
+    save()
     if args.smoke_run is None:
         report["smoke"], smoke_run = smoke_phase(args.out, device)
         profile = Path(report["smoke"]["profile"])
+        save()
     else:
         smoke_run, profile = args.smoke_run, smoke_profile(args.out, device)
     run, model = big_run(args.out, smoke_run, args.shape)
     report["sft"] = sft_phase(args.out, profile, run, model, args, report["peak"]["peak_gflops"])
+    save()
     report["rl"] = rl_phase(args.out, profile, run, args, report["peak"]["peak_gflops"])
-    return report
+    return 0
 
 
 if __name__ == "__main__":

@@ -45,7 +45,7 @@ def test_its_smoke_profile_differs_only_by_the_device_and_is_valid(tmp_path):
     assert pipeline.main(["--params", str(path), "--check"]) == 0
 
 
-def test_it_replaces_only_an_out_folder_it_made(tmp_path):
+def test_it_replaces_only_an_out_folder_it_made_and_keeps_the_last_one(tmp_path):
     gpu_check = load_check()
     theirs = tmp_path / "theirs"
     theirs.mkdir()
@@ -55,6 +55,21 @@ def test_it_replaces_only_an_out_folder_it_made(tmp_path):
     assert (theirs / "notes.txt").read_text() == "keep"
     ours = tmp_path / "ours"
     gpu_check.prepare_out(ours)
-    (ours / "old.log").write_text("x")
+    (ours / "gpu_check.json").write_text("{}")
     gpu_check.prepare_out(ours)
-    assert not (ours / "old.log").exists() and (ours / gpu_check.MARKER).is_file()
+    assert (tmp_path / "ours-previous" / "gpu_check.json").is_file() and not (ours / "gpu_check.json").exists()
+
+
+def test_it_refuses_a_smoke_run_inside_the_folder_it_replaces_and_a_large_model_on_the_cpu(tmp_path, capsys):
+    gpu_check = load_check()
+    out = tmp_path / "check"
+    inside = out / "smoke"
+    for stage in ("00_setup", "02_turn_aware_resampling"):
+        (inside / stage).mkdir(parents=True)
+    with pytest.raises(SystemExit):
+        gpu_check.main(["--out", str(out), "--smoke-run", str(inside), "--shape", "micro"])
+    assert "inside --out" in capsys.readouterr().err
+    if not __import__("torch").cuda.is_available():
+        assert gpu_check.main(["--out", str(tmp_path / "c2"), "--smoke-run", str(inside), "--device", "cpu"]) == 1
+        assert "596M model would take hours" in capsys.readouterr().err
+        assert not (tmp_path / "c2").exists()  # refused before anything was made

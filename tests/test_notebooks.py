@@ -215,10 +215,12 @@ def test_the_gpu_check_runs_on_the_cpu_where_no_gpu_is(smoke_run, tmp_path):
     check = tmp_path / "gpu-check"
     argv = ["--smoke-run", str(out), "--shape", "micro", "--sft-steps", "2", "--rl-steps", "1", "--out", str(check)]
     assert gpu_check.main(argv) == 0
+    assert gpu_check.main(argv) == 0  # a second check keeps the first as <out>-previous
+    assert (check.with_name("gpu-check-previous") / "gpu_check.json").is_file()
     report = json.loads((check / "gpu_check.json").read_text())
     assert report["device"] == "cpu" and report["peak"]["peak_gflops"] > 0
     sft, rl = report["sft"], report["rl"]
     assert sft["steps"] == 2 and math.isfinite(sft["loss_last"]) and sft["tokens_per_s"] > 0
     assert 0 < sft["share_of_peak"] < 1 and sft["gpu_peak_memory_gib"] is None  # no CUDA: no GPU memory figure
-    assert rl["steps"] == 1 and rl["generated_tokens"] > 0 and 0 < rl["share_of_peak"] < 1
+    assert rl["steps"] == 1 and rl["sampled_tokens"] > 0 and 0 < rl["share_of_peak"] < 1
     assert {"generation", "info_gain", "update"} <= set(rl["seconds_per_step"])

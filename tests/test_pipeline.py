@@ -207,3 +207,31 @@ def test_progress_is_a_no_op_outside_the_pipeline_and_never_fails_a_stage(tmp_pa
     assert progress.describe(
         {"what": "SFT steps", "done": 1200, "total": 4200, "rate_per_s": 1.1, "left_s": 2700}
     ) == ("SFT steps 1,200/4,200 · 1.10/s · 45 min left")
+
+
+def test_a_second_pass_of_the_same_count_starts_its_own_rate_and_a_bad_record_is_skipped(tmp_path, monkeypatch):
+    """Two held-out passes in a row both report "questions answered" from 1: the second's rate counts from its own
+    start (not the first's); a record the watcher cannot read leaves its thread alive; leaving removes whatever a
+    killed writer left in the watcher's folder."""
+    from venus_utils.core import progress
+
+    clock = iter(range(0, 1000, 2))  # every call two seconds later
+    monkeypatch.setattr(progress.time, "monotonic", lambda: float(next(clock)))
+    monkeypatch.setattr(progress, "_counts", {})
+    monkeypatch.setenv(progress.ENV, str(tmp_path / "progress.json"))
+    for done in range(1, 11):
+        progress.report("questions answered", done, 10)
+    for done in range(1, 4):
+        progress.report("questions answered", done, 10)
+    record = progress.read(tmp_path / "progress.json")
+    assert record["done"] == 3 and record["rate_per_s"] == pytest.approx(0.5)  # 2 questions in 4 s, not in 24 s
+
+    shown = []
+    monkeypatch.delenv(progress.ENV)
+    with progress.ProgressWatcher(shown.append, interval=0.05) as watcher:
+        watcher.path.write_text('["not", "a", "record"]')
+        time.sleep(0.3)
+        watcher.path.write_text(json.dumps({"what": "SFT steps", "done": 5, "total": 10}))
+        (watcher.path.parent / ".progress.json.123.tmp").write_text("half")
+        time.sleep(0.3)
+    assert shown[-1] == "SFT steps 5/10" and not watcher.path.parent.exists()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import tempfile
 import threading
 import time
@@ -21,30 +22,34 @@ from typing import Any
 
 ENV = "VENUS_PROGRESS_FILE"
 _EVERY_S = 1.0  # writes at most this often (and always the last count)
-_state: dict[str, Any] = {"what": None, "t0": 0.0, "done0": 0, "written": 0.0}
+_counts: dict[str, dict[str, Any]] = {}  # per ``what``: when and where its count started, its last count and total
+_written = [0.0]
 
 
 def report(what: str, done: int, total: int | None) -> None:
     """``done`` of ``total`` ``what`` (e.g. "SFT steps") so far, for the pipeline's second bar; a no-op unless the
-    pipeline named a file. The rate counts from the first report of this ``what``; it never raises."""
+    pipeline named a file. The rate counts from the start of this count of ``what`` (a new count starts where
+    ``total`` changes or ``done`` goes back: the next held-out pass); it never raises."""
     path = os.environ.get(ENV)
     if not path:
         return
     now = time.monotonic()
-    if _state["what"] != what or done < _state["done0"]:
-        _state.update(what=what, t0=now, done0=done, written=0.0)
-    if now - _state["written"] < _EVERY_S and done != total:
+    count = _counts.get(what)
+    if count is None or count["total"] != total or done <= count["last"]:
+        count = _counts[what] = {"t0": now, "done0": done, "last": done, "total": total}
+    count["last"] = done
+    if now - _written[0] < _EVERY_S and done != total:
         return
-    elapsed = now - _state["t0"]
-    rate = (done - _state["done0"]) / elapsed if elapsed > 0 and done > _state["done0"] else None
+    elapsed = now - count["t0"]
+    rate = (done - count["done0"]) / elapsed if elapsed > 0 and done > count["done0"] else None
     left = (total - done) / rate if rate and total is not None and total >= done else None
     record = {"what": what, "done": done, "total": total, "rate_per_s": rate, "left_s": left}
     target = Path(path)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     with contextlib.suppress(OSError):  # never worth failing a stage for; a folder the pipeline removed stays gone
         tmp.write_text(json.dumps(record), encoding="utf-8")
         os.replace(tmp, target)
-        _state["written"] = now
+        _written[0] = now
 
 
 def read(path: str | Path) -> dict | None:
@@ -75,7 +80,7 @@ class ProgressWatcher:
 
     def __init__(self, show, interval: float = 1.0):
         self.show, self.interval = show, interval
-        self._stop = threading.Event()
+        self._stop, self._lock = threading.Event(), threading.Lock()
         self._thread: threading.Thread | None = None
         self._dir: Path | None = None
         self._previous: str | None = None
@@ -96,20 +101,23 @@ class ProgressWatcher:
 
     def start_stage(self) -> None:
         """A new stage: forget the last one's count."""
-        with contextlib.suppress(OSError):
-            self.path.unlink()
-        self._last = None
-        self.show("")
+        with self._lock:
+            with contextlib.suppress(OSError):
+                self.path.unlink()
+            self._last = None
+            self.show("")
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
-            record = read(self.path)
-            if record is None:
-                continue
-            text = describe(record)
-            if text != self._last:
-                self._last = text
-                self.show(text)
+            with self._lock:
+                try:
+                    record = read(self.path)
+                    text = describe(record) if isinstance(record, dict) else None
+                except (KeyError, TypeError, ValueError):  # a record this code did not write: skip it
+                    text = None
+                if text is not None and text != self._last:
+                    self._last = text
+                    self.show(text)
 
     def __exit__(self, *exc) -> None:
         self._stop.set()
@@ -119,7 +127,5 @@ class ProgressWatcher:
             os.environ.pop(ENV, None)
         else:
             os.environ[ENV] = self._previous
-        if self._dir is not None:
-            with contextlib.suppress(OSError):
-                self.path.unlink(missing_ok=True)
-                self._dir.rmdir()
+        if self._dir is not None:  # made by __enter__: whatever a killed writer left in it goes too
+            shutil.rmtree(self._dir, ignore_errors=True)

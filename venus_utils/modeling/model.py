@@ -56,7 +56,8 @@ def build_model(
     model_vocab_size: int | None = None,
 ):
     """A randomly initialised ``Qwen3ForCausalLM`` sized for ``tokenizer`` (vocab padded to a multiple of 64), or with
-    ``model_vocab_size`` embedding rows (at least the tokenizer's: the rows past it are never read)."""
+    ``model_vocab_size`` embedding rows (at least the tokenizer's: the rows past it are no token of the tokenizer's,
+    as in a real checkpoint whose vocabulary is padded)."""
     import torch
     from transformers import Qwen3Config, Qwen3ForCausalLM
 

@@ -80,7 +80,7 @@ def train(args: argparse.Namespace) -> dict:
     stage.record_settings(params)
     sft_dir, world_dir, train_file = stage_inputs(stage, params["offline"], params["train_qa"])
     stage.dir.mkdir(parents=True, exist_ok=True)
-    model, tokenizer = load_policy(sft_dir, params["device"])
+    model, tokenizer = load_policy(sft_dir, params["device"], lora=cfg.lora_r > 0)
     grader = Judge.from_env(params["judge"])  # one judge: its describe() at the end counts any offline fallbacks
     judge_fn, _ = judge_function(grader)
     tools = make_toolbox("local", world_dir) if params["offline"] else make_toolbox("web")

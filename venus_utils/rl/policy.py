@@ -16,8 +16,10 @@ from ..core.paths import RL_STAGE
 from .config import IGPOConfig
 
 
-def load_policy(model_dir: str | Path, device: str = "cpu"):
-    """The model and tokenizer saved by an earlier stage (``save_pretrained`` folder)."""
+def load_policy(model_dir: str | Path, device: str = "cpu", lora: bool = False):
+    """The model and tokenizer saved by an earlier stage (``save_pretrained`` folder): in float32 (the master
+    weights the update changes; bf16 compute comes from autocast, ``IGPOConfig.precision``), or in the folder's own
+    dtype on a GPU when ``lora`` trains adapters over a frozen base."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -28,8 +30,9 @@ def load_policy(model_dir: str | Path, device: str = "cpu"):
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    # the SFT export is bfloat16; on CPU train (and score IG) in float32, where tiny updates do not vanish
-    dtype = torch.float32 if device == "cpu" else "auto"
+    # the SFT export is bfloat16: full fine-tuning trains float32 weights, where an update of lr 1e-6 does not
+    # vanish in rounding (on the GPU too: bf16 weights under AdamW would not move)
+    dtype = torch.float32 if device == "cpu" or not lora else "auto"
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype).to(device)
     return model, tokenizer
 

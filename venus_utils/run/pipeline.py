@@ -190,7 +190,7 @@ def run_pipeline(
         # its kernel writes (venus_utils.core.progress)
         inner = tqdm(total=0, position=1, bar_format="  {desc}", leave=False, disable=not progress)
         watcher = ProgressWatcher(inner.set_description_str) if progress else None
-        with watcher or contextlib.nullcontext(), contextlib.closing(inner):
+        with contextlib.closing(inner), watcher or contextlib.nullcontext():  # the watcher stops first
             results = _run_stages(
                 plans, bar, watcher, run_dir, all_notebooks, params_path, resume, hold, kernel_name, log_output
             )

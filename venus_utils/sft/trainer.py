@@ -232,6 +232,7 @@ def _trainer_class(base):
                 self._flops_window = 0.0
             if "loss" in logs and self._window["tokens"]:
                 dt = max(time.perf_counter() - self._window["t0"], 1e-9)
+                logs["window_s"] = round(dt, 4)  # seconds since the last log (the benchmarks' denominator)
                 logs["tokens_per_s"] = round(self._window["tokens"] / dt, 1)
                 logs["loss_tokens_per_s"] = round(self._window["loss_tokens"] / dt, 1)
                 logs["token_accuracy"] = round(sum(self._window["acc"]) / len(self._window["acc"]), 4)
