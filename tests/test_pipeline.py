@@ -235,3 +235,18 @@ def test_a_second_pass_of_the_same_count_starts_its_own_rate_and_a_bad_record_is
         (watcher.path.parent / ".progress.json.123.tmp").write_text("half")
         time.sleep(0.3)
     assert shown[-1] == "SFT steps 5/10" and not watcher.path.parent.exists()
+
+
+def test_seed_runs_the_profile_with_another_seed_and_records_it(project):
+    """--seed N: the profile with seed N, named <profile>-seedN; the run's profile.yaml says so and loads back."""
+    from venus_utils.core.profiles import load_profile
+
+    tmp_path, nbs, params = project
+    out = tmp_path / "runs"
+    run_pipeline(params, out, notebooks_dir=nbs, progress=False, seed=31)
+    first = json.loads((out / "00_first" / "summary.json").read_text())
+    assert first["seed"] == 31 and first["profile"] == "t-seed31" and first["value"] == 7
+    kept = load_profile(out / "profile.yaml")
+    assert kept.name == "t-seed31" and kept.shared["seed"] == 31 and kept.sections == load_profile(params).sections
+    with pytest.raises(ConfigError, match="--seed -1"):
+        run_pipeline(params, out, notebooks_dir=nbs, progress=False, seed=-1)

@@ -29,7 +29,7 @@ import logging
 import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tqdm.auto import tqdm
@@ -159,8 +159,15 @@ def run_pipeline(
     kernel_name: str = "python3",
     progress: bool = True,
     log_output: bool = False,
+    seed: int | None = None,
 ) -> list[StageResult]:
+    """Run the profile's notebooks in order (``only``: some of them; ``resume``: skip the up-to-date ones) into
+    ``out`` (default ``runs/<profile>``). ``seed``: the profile with this seed instead of its own, as the profile
+    ``<profile>-seed<seed>`` (its run folder by default; the run's ``profile.yaml`` records both)."""
     profile: Profile = load_profile(params_path)
+    text = Path(params_path).read_bytes()
+    if seed is not None:
+        profile, text = with_seed(profile, text.decode("utf-8"), seed)
     run_dir = resolve_run_dir(out or f"runs/{profile.name}").resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
     all_notebooks = discover_notebooks(notebooks_dir)
@@ -184,7 +191,7 @@ def run_pipeline(
     # Held before anything is deleted: a second run on this folder is refused here, at once.
     with _holding(run_dir, [stage_dir for _, stage_dir, _ in plans]) as hold:
         # the profile as this run read it, beside its stages (``eval keep`` keeps it with the results)
-        atomic_write(run_dir / RUN_PROFILE, Path(params_path).read_bytes())
+        atomic_write(run_dir / RUN_PROFILE, text)
         bar = tqdm(plans, desc=f"pipeline [{profile.name}]", unit="stage", disable=not progress)
         # the running stage's own count (SFT / RL steps, questions answered) on a second line, read from a file
         # its kernel writes (venus_utils.core.progress)
@@ -243,6 +250,24 @@ def _run_stages(plans, bar, watcher, run_dir, all_notebooks, params_path, resume
     return results
 
 
+def with_seed(profile: Profile, text: str, seed: int) -> tuple[Profile, bytes]:
+    """``profile`` (and its file's ``text``) with ``seed`` as its seed, named ``<name>-seed<seed>``: the top-level
+    ``profile:`` and ``seed:`` lines are replaced (added where absent), every other line kept as written."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ConfigError(f"--seed {seed!r}: expected a whole number >= 0")
+    name = f"{profile.name}-seed{seed}"
+    lines, found = text.splitlines(), set()
+    for i, line in enumerate(lines):
+        for key, value in (("profile", name), ("seed", seed)):
+            if line.startswith(f"{key}:"):
+                lines[i] = f"{key}: {value}  # --seed {seed} (the profile file says otherwise)"
+                found.add(key)
+    lines += [
+        f"{key}: {value}  # --seed {seed}" for key, value in (("profile", name), ("seed", seed)) if key not in found
+    ]
+    return replace(profile, name=name, shared={**profile.shared, "seed": seed}), ("\n".join(lines) + "\n").encode()
+
+
 def stale_stages(run_dir: Path, notebooks: list[Path], results: list[StageResult]) -> list[str]:
     """Finished stages that did not run now but come after one that did (``--only``): their outputs were made
     from what that stage has just replaced."""
@@ -263,6 +288,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=None, help="run folder (default runs/<profile>)")
     parser.add_argument("--only", default=None, help="comma-separated stage numbers or names, e.g. 01,03")
     parser.add_argument("--resume", action="store_true", help="skip stages whose outputs are up to date")
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="run the profile with this seed instead (run folder runs/<profile>-seed<N>)",
+    )
     parser.add_argument("--kernel", default="python3", help="Jupyter kernel name (default python3)")
     parser.add_argument("--log-output", action="store_true", help="stream notebook output to this terminal")
     parser.add_argument(
@@ -274,6 +305,8 @@ def main(argv: list[str] | None = None) -> int:
     # pipeline (exit 1); neither is a traceback.
     try:
         profile = profile_argument(args.params)
+        if args.seed is not None:
+            profile, _ = with_seed(profile, "", args.seed)
         if args.out is not None:
             folder_argument("--out", args.out, resolve_run_dir)
         else:
@@ -286,7 +319,13 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         with stop_on_signals():
             results = run_pipeline(
-                args.params, args.out, args.only, args.resume, kernel_name=args.kernel, log_output=args.log_output
+                args.params,
+                args.out,
+                args.only,
+                args.resume,
+                kernel_name=args.kernel,
+                log_output=args.log_output,
+                seed=args.seed,
             )
     except Stopped as stop:
         ended = finish_stop(stop)
