@@ -136,6 +136,18 @@ def load_model(model_path: str | Path, cfg: SFTConfig, engine: str):
     return model, tokenizer
 
 
+def _own_scheduler(cfg: SFTConfig, lr_factor: Callable[[int], float] | None, optimizer, args):
+    """The recipe's learning-rate schedule, or None for transformers' own: the caller's ``lr_factor`` (the control's
+    continuation), else with ``schedule_by_time`` warm-up and cosine over the step (or time) budget to the floor."""
+    if lr_factor is not None:
+        from torch.optim.lr_scheduler import LambdaLR
+
+        return LambdaLR(optimizer, lr_factor)
+    if cfg.schedule_by_time:
+        return budget_scheduler(optimizer, cfg.max_time_minutes, args.max_steps, cfg.warmup_ratio, cfg.min_lr_ratio)
+    return None
+
+
 def _trainer_class(base):
     """``base`` (TRL's SFTTrainer, possibly patched by Unsloth) with the DR-Venus loss and length-grouped batches."""
 
@@ -153,21 +165,10 @@ def _trainer_class(base):
             self.tokens_seen = 0
 
         def create_scheduler(self, num_training_steps, optimizer=None):
-            cfg = self.venus_config
-            if self.venus_lr_factor is not None and self.lr_scheduler is None:  # a schedule of the caller's own
-                from torch.optim.lr_scheduler import LambdaLR
-
-                self.lr_scheduler = LambdaLR(optimizer or self.optimizer, self.venus_lr_factor)
-                self._created_lr_scheduler = True
-            elif cfg.schedule_by_time and self.lr_scheduler is None:
-                self.lr_scheduler = budget_scheduler(
-                    optimizer or self.optimizer,
-                    cfg.max_time_minutes,
-                    self.args.max_steps,
-                    cfg.warmup_ratio,
-                    cfg.min_lr_ratio,
-                )
-                self._created_lr_scheduler = True
+            if self.lr_scheduler is None:
+                own = _own_scheduler(self.venus_config, self.venus_lr_factor, optimizer or self.optimizer, self.args)
+                if own is not None:
+                    self.lr_scheduler, self._created_lr_scheduler = own, True
             return super().create_scheduler(num_training_steps, optimizer)
 
         def _get_train_sampler(self, *args, **kwargs):
