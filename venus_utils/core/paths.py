@@ -25,7 +25,7 @@ RL_STAGE = "04_igpo_rl"
 EVALUATION_STAGE = "05_evaluation"
 DEMO_STAGE = "06_agent_demo"
 STAGES = (SETUP_STAGE, CLEANING_STAGE, RESAMPLING_STAGE, SFT_STAGE, RL_STAGE, EVALUATION_STAGE, DEMO_STAGE)
-#: the control arm of ``rl arms`` (issue 40): more SFT from the stopped SFT model, matched to the IGPO arm's FLOPs
+#: the control arm of ``rl arms``: more SFT from the stopped SFT model, matched to the IGPO arm's FLOPs
 CONTROL_DIR = f"{RL_STAGE}_control"
 RFT_DIR = f"{RL_STAGE}_rft"  # rejection-sampling fine-tuning from the same SFT model (venus_utils.rl.rejection)
 WORLD_DIR = f"{SETUP_STAGE}/world"  # the offline world, inside a run folder

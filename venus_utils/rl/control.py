@@ -1,4 +1,4 @@
-"""The control arm beside the RL arms: more SFT for the same compute, scored the way the RL arms are (issue 40).
+"""The control arm beside the RL arms: more SFT for the same compute, scored the way the RL arms are.
 
 :func:`train_control_arm` continues the run's stopped SFT model (:mod:`venus_utils.sft.continuation`) with the
 settings the SFT stage itself ran with (its ``summary.json`` records them), for the model FLOPs an RL arm counted

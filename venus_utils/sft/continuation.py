@@ -1,4 +1,4 @@
-"""The control arm: more SFT from the stopped SFT model, for the compute an RL arm spent (issue 40).
+"""Continuing a stopped SFT run for a given compute: what the control arm (more SFT) and rejection sampling train.
 
 "RL beats the SFT model it started from" leaves a reviewer's question open: SFT stops at the validation-loss line
 with its learning rate still at about two thirds of the peak, and the RL arm then trains further. Would the same

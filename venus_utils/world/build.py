@@ -92,7 +92,7 @@ class WorldConfig:
     #                       never in the SFT trajectories nor in val/test (DR-Venus: REDSearcher's RL 1K set)
     min_hops: int = 2
     max_hops: int = 4
-    # --- the hard research tier (issue 21): sub-worlds by index, [sft easy | sft hard | rl | held-out] -------------
+    # --- the hard research tier: sub-worlds by index, [sft easy | sft hard | rl | held-out] -------------
     hard_worlds: int = 0  # the last sub-worlds are the hard tier (held-out and RL ones included when they are within)
     rl_worlds: int = 0  # the sub-worlds before the held-out ones whose questions all go to RL (qa/rl.parquet): no
     #                     fact, page or answer of theirs is in any SFT trajectory (DR-Venus's separate RL set)
