@@ -2,8 +2,9 @@
 
 The notebook of a stage runs in a Jupyter kernel whose output the pipeline does not see. The pipeline names a file
 in the kernel's environment (``VENUS_PROGRESS_FILE``); the long loops of the package (SFT and RL steps, questions
-answered by the agent, rollouts sampled) call :func:`report` with what they count, and :class:`ProgressWatcher` in
-the pipeline reads the file and draws it as a second bar: what, how many of how many, the rate and the time left.
+answered by the agent, questions sampled) call :func:`report` with what they count, and :class:`ProgressWatcher` in
+the pipeline reads the file and shows it beside the stage on the pipeline's bar: what, how many of how many, the
+rate and the time left (one line: nothing is drawn that a later message could land behind).
 Outside the pipeline (a notebook opened by hand, a stage's command line) no file is named and :func:`report` does
 nothing.
 """
@@ -85,6 +86,7 @@ class ProgressWatcher:
         self._dir: Path | None = None
         self._previous: str | None = None
         self._last: str | None = None
+        self._label = ""
 
     @property
     def path(self) -> Path:
@@ -99,13 +101,13 @@ class ProgressWatcher:
         self._thread.start()
         return self
 
-    def start_stage(self) -> None:
-        """A new stage: forget the last one's count."""
+    def start_stage(self, label: str = "") -> None:
+        """A new stage (``label``, shown before its count): forget the last one's count."""
         with self._lock:
             with contextlib.suppress(OSError):
                 self.path.unlink()
-            self._last = None
-            self.show("")
+            self._last, self._label = None, label
+            self.show(label)
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
@@ -117,7 +119,7 @@ class ProgressWatcher:
                     text = None
                 if text is not None and text != self._last:
                     self._last = text
-                    self.show(text)
+                    self.show(f"{self._label} · {text}" if self._label else text)
 
     def __exit__(self, *exc) -> None:
         self._stop.set()

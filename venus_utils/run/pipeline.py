@@ -193,11 +193,10 @@ def run_pipeline(
         # the profile as this run read it, beside its stages (``eval keep`` keeps it with the results)
         atomic_write(run_dir / RUN_PROFILE, text)
         bar = tqdm(plans, desc=f"pipeline [{profile.name}]", unit="stage", disable=not progress)
-        # the running stage's own count (SFT / RL steps, questions answered) on a second line, read from a file
+        # the running stage's own count (SFT / RL steps, questions answered) beside it on the bar, read from a file
         # its kernel writes (venus_utils.core.progress)
-        inner = tqdm(total=0, position=1, bar_format="  {desc}", leave=False, disable=not progress)
-        watcher = ProgressWatcher(inner.set_description_str) if progress else None
-        with contextlib.closing(inner), watcher or contextlib.nullcontext():  # the watcher stops first
+        watcher = ProgressWatcher(bar.set_postfix_str) if progress else None
+        with watcher or contextlib.nullcontext():
             results = _run_stages(
                 plans, bar, watcher, run_dir, all_notebooks, params_path, resume, hold, kernel_name, log_output
             )
@@ -215,9 +214,10 @@ def _run_stages(plans, bar, watcher, run_dir, all_notebooks, params_path, resume
 
     results: list[StageResult] = []
     for nb, stage_dir, params in bar:
-        bar.set_postfix_str(nb.stem)
         if watcher is not None:
-            watcher.start_stage()
+            watcher.start_stage(nb.stem)
+        else:
+            bar.set_postfix_str(nb.stem)
         earlier = [run_dir / other.stem for other in all_notebooks if other.stem < nb.stem]
         output = stage_dir / nb.name
         if resume and is_up_to_date(stage_dir, nb, Path(params_path), earlier, params):
