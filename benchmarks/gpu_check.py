@@ -123,6 +123,12 @@ def run_phase(name: str, argv: list[str], out: Path) -> float:
     return time.perf_counter() - t0
 
 
+def run_stage(name: str, profile: Path, run: Path, sets: dict, out: Path) -> float:
+    """``python -m venus_utils.<name> train`` of ``run`` with ``profile`` and each of ``sets`` as a ``--set``."""
+    argv = ["-m", f"venus_utils.{name}", "train", "--params", str(profile), "--run-dir", str(run)]
+    return run_phase(name, argv + [a for k, v in sets.items() for a in ("--set", f"{k}={v}")], out)
+
+
 def summary(stage_dir: Path) -> dict:
     return json.loads((stage_dir / "summary.json").read_text(encoding="utf-8"))
 
@@ -177,8 +183,7 @@ def sft_phase(out: Path, profile: Path, run: Path, model: Path, args, peak_gflop
         "val_rows_limit": 4,
         "learning_rate": "1.0e-5",
     }
-    argv = ["-m", "venus_utils.sft", "train", "--params", str(profile), "--run-dir", str(run)]
-    seconds = run_phase("sft", argv + [a for k, v in sets.items() for a in ("--set", f"{k}={v}")], out)
+    seconds = run_stage("sft", profile, run, sets, out)
     stage = run / SFT_STAGE
     s = summary(stage)
     windows = [h for h in json.loads((stage / "train_history.json").read_text()) if "window_s" in h]
@@ -214,8 +219,7 @@ def rl_phase(out: Path, profile: Path, run: Path, args, peak_gflops: float) -> d
         "heldout_n": 0,
         "judge": "offline",
     }
-    argv = ["-m", "venus_utils.rl", "train", "--params", str(profile), "--run-dir", str(run)]
-    seconds = run_phase("rl", argv + [a for k, v in sets.items() for a in ("--set", f"{k}={v}")], out)
+    seconds = run_stage("rl", profile, run, sets, out)
     stage = run / RL_STAGE
     s = summary(stage)
     steps = steady([r for r in read_jsonl(stage / "metrics.jsonl") if "step_time" in r])
