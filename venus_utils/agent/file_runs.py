@@ -92,7 +92,6 @@ async def run_file_async(
     gate = asyncio.Semaphore(max(1, workers))
     bar = tqdm(total=len(todo), desc="agent", disable=not progress)
     counts: dict[str, int] = {}
-    finished: list[int] = []
 
     async def one(q: dict, sample: int) -> None:
         async with gate:
@@ -108,8 +107,7 @@ async def run_file_async(
             fh.write(dumps_json(record, indent=None) + "\n")
         counts[rollout.termination] = counts.get(rollout.termination, 0) + 1
         bar.update(1)
-        finished.append(1)
-        report_progress("questions answered", len(finished), len(todo))
+        report_progress("questions answered", sum(counts.values()), len(todo))
 
     await asyncio.gather(*(one(q, s) for q, s in todo))
     bar.close()

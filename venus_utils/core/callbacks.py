@@ -38,7 +38,7 @@ def time_limit(minutes: float | None) -> TrainerCallback:
 
 def step_progress(what: str) -> TrainerCallback:
     """A trainer callback that reports each optimizer step as ``what`` (:func:`venus_utils.core.progress.report`:
-    the pipeline's second bar; nothing outside the pipeline), from the main process only."""
+    beside the stage on the pipeline's bar; nothing outside the pipeline), from the main process only."""
     from transformers import TrainerCallback
 
     class StepProgress(TrainerCallback):

@@ -28,9 +28,9 @@ _written = [0.0]
 
 
 def report(what: str, done: int, total: int | None) -> None:
-    """``done`` of ``total`` ``what`` (e.g. "SFT steps") so far, for the pipeline's second bar; a no-op unless the
-    pipeline named a file. The rate counts from the start of this count of ``what`` (a new count starts where
-    ``total`` changes or ``done`` goes back: the next held-out pass); it never raises."""
+    """``done`` of ``total`` ``what`` (e.g. "SFT steps") so far, shown beside the stage on the pipeline's bar; a
+    no-op unless the pipeline named a file. The rate counts from the start of this count of ``what`` (a new count
+    starts where ``total`` changes or ``done`` goes back: the next held-out pass); it never raises."""
     path = os.environ.get(ENV)
     if not path:
         return
@@ -76,7 +76,7 @@ def describe(record: dict) -> str:
 
 class ProgressWatcher:
     """While inside: a temporary file named in ``os.environ`` (the kernels started inside inherit it), read every
-    ``interval`` seconds and shown with ``show`` (a callable taking the text line; the pipeline's second bar).
+    ``interval`` seconds and shown with ``show`` (a callable taking the text line; the pipeline's bar's postfix).
     Leaving removes the file and its folder (both made here) and restores the environment."""
 
     def __init__(self, show, interval: float = 1.0):

@@ -317,12 +317,15 @@ class KVDecoder:
         active = list(range(b))  # row (in length order) of each batch row
         finished = [False] * b  # per batch row: stopped (its tokens are no longer kept)
         stop = torch.tensor(sorted(stop_ids) or [-1], device=device)
+
+        def in_call_order(rows):  # batch rows sorted by their place in the call
+            return sorted(rows, key=lambda j: order[active[j]])
+
         for step in range(max_new_tokens):
             if should_stop is not None and should_stop():
                 break
             if temperature > 0:  # sampled in the call's row order: the generator's draws go to the same rows
-                by_call = sorted(range(len(active)), key=lambda j: order[active[j]])
-                back = torch.tensor(by_call, device=device)
+                back = torch.tensor(in_call_order(range(len(active))), device=device)
                 nxt = torch.empty(len(active), dtype=torch.long, device=device)
                 nxt[back] = select_next(logits.index_select(0, back), temperature, top_p, top_k)
             else:
@@ -334,7 +337,7 @@ class KVDecoder:
             done = torch.isin(nxt, stop).tolist()
             if step == max_new_tokens - 1:
                 break
-            newly = sorted((j for j, d in enumerate(done) if d and not finished[j]), key=lambda j: order[active[j]])
+            newly = in_call_order(j for j, d in enumerate(done) if d and not finished[j])
             for j in newly:
                 self._store(arrays[active[j]], out[active[j]], caches, j, int(lengths[j]))
                 finished[j] = True
@@ -352,7 +355,7 @@ class KVDecoder:
             positions = lengths[:, None]
             logits = self.forward(nxt[:, None], positions, caches, lengths + 1)
             lengths = lengths + 1
-        for j in sorted(range(len(active)), key=lambda j: order[active[j]]):  # rows out of tokens (or stopped)
+        for j in in_call_order(range(len(active))):  # rows out of tokens (or stopped)
             if not finished[j]:
                 self._store(arrays[active[j]], out[active[j]], caches, j, int(lengths[j]))
         return out
