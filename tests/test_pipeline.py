@@ -250,3 +250,26 @@ def test_seed_runs_the_profile_with_another_seed_and_records_it(project):
     assert kept.name == "t-seed31" and kept.shared["seed"] == 31 and kept.sections == load_profile(params).sections
     with pytest.raises(ConfigError, match="--seed -1"):
         run_pipeline(params, out, notebooks_dir=nbs, progress=False, seed=-1)
+
+
+def test_a_profile_with_a_base_and_stages_runs_its_stages_and_records_every_inherited_value(project):
+    """``base:`` inherits the other profile's values; ``stages:`` runs only those stages; the run's profile.yaml is
+    the resolved profile; a change to the base makes the run stale for --resume."""
+    from venus_utils.core.profiles import load_profile
+
+    tmp_path, nbs, params = project
+    child = tmp_path / "c.yaml"
+    child.write_text("base: p\nprofile: c\nstages: [0]\n")
+    out = tmp_path / "runs"
+    assert [r.stage for r in run_pipeline(child, out, notebooks_dir=nbs, progress=False)] == ["00_first"]
+    first = json.loads((out / "00_first" / "summary.json").read_text())
+    assert (first["value"], first["seed"], first["profile"]) == (7, 11, "c")
+    kept = load_profile(out / "profile.yaml")
+    assert kept.shared == {"seed": 11} and kept.sections == {"00_first": {"value": 7}} and kept.stages == ["0"]
+    assert [r.status for r in run_pipeline(child, out, resume=True, notebooks_dir=nbs, progress=False)] == ["skipped"]
+    later = time.time() + 5
+    os.utime(params, (later, later))  # the base changed: the stage is stale
+    assert [r.status for r in run_pipeline(child, out, resume=True, notebooks_dir=nbs, progress=False)] == ["ran"]
+    child.write_text("base: p\nstages: [7]\n")
+    with pytest.raises(ConfigError, match=r"c.yaml: stages names unknown stages \['7'\]"):
+        run_pipeline(child, out, notebooks_dir=nbs, progress=False)

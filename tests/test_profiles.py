@@ -106,3 +106,51 @@ def test_a_run_records_each_value_and_where_it_came_from(tmp_path):
 
     stage = Stage.start(RL_STAGE, tmp_path / "run", profile="smoke", params=values)
     assert stage.finish()["settings"] == record
+
+
+def test_a_profile_with_a_base_inherits_what_it_does_not_state(tmp_path):
+    write(tmp_path, "profile: lesson\nseed: 3\nheldout_n: 300\n00_setup:\n  world_knobs: {a: 1, b: 2}\n", "lesson.yaml")
+    child = load_profile(
+        write(tmp_path, "base: lesson\nheldout_n: 40\n00_setup:\n  world_knobs: {b: 5}\n04_igpo_rl:\n  k: 1\n", "c.yaml")
+    )
+    assert child.name == "c"  # the name is the child's own, never inherited
+    assert child.shared == {"seed": 3, "heldout_n": 40}
+    assert child.sections == {"00_setup": {"world_knobs": {"a": 1, "b": 5}}, "04_igpo_rl": {"k": 1}}
+    assert child.bases == [tmp_path / "lesson.yaml"]
+    again = load_profile(write(tmp_path, child.resolved_text(), "resolved.yaml"))  # the record stands alone
+    assert (again.name, again.shared, again.sections, again.bases) == ("c", child.shared, child.sections, [])
+
+
+def test_stages_are_inherited_unless_set(tmp_path):
+    write(tmp_path, "stages: [0, 04_igpo_rl]\n", "a.yaml")
+    assert load_profile(write(tmp_path, "base: a\n", "b.yaml")).stages == ["0", "04_igpo_rl"]
+    assert load_profile(write(tmp_path, "base: a\nstages: [3]\n", "c.yaml")).stages == ["3"]
+    assert load_profile(write(tmp_path, "seed: 1\n", "d.yaml")).stages is None
+    with pytest.raises(ConfigError, match="d2.yaml: 'stages' must be a non-empty list"):
+        load_profile(write(tmp_path, "stages: 04_igpo_rl\n", "d2.yaml"))
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("base: nowhere\n", r"base 'nowhere': no .*nowhere.yaml \(profiles there: .*x\)"),
+        ("base: ../x\n", "names a profile of the same folder by its name"),
+        ("base: x.yaml\n", "names a profile of the same folder by its name"),
+        ("base: [x]\n", "names a profile of the same folder by its name"),
+    ],
+)
+def test_a_base_that_cannot_be_read_is_one_line_naming_the_file(tmp_path, text, message):
+    with pytest.raises(ConfigError, match=message):
+        load_profile(write(tmp_path, text, "x.yaml"))
+
+
+def test_a_base_cycle_or_an_endless_chain_is_refused(tmp_path):
+    write(tmp_path, "base: b\n", "a.yaml")
+    write(tmp_path, "base: a\n", "b.yaml")
+    with pytest.raises(ConfigError, match=r"makes a cycle \(a -> b -> a\)"):
+        load_profile(tmp_path / "a.yaml")
+    for i in range(12):
+        write(tmp_path, f"base: n{i + 1}\n", f"n{i}.yaml")
+    write(tmp_path, "seed: 0\n", "n12.yaml")
+    with pytest.raises(ConfigError, match="more than 8 profiles in its base chain"):
+        load_profile(tmp_path / "n0.yaml")

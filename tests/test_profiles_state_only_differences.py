@@ -8,9 +8,10 @@ import ast
 from pathlib import Path
 
 import pytest
+import yaml
 
 from venus_utils.core.defaults import SHARED, stage_defaults
-from venus_utils.core.profiles import load_profile
+from venus_utils.core.profiles import STAGE_RE, load_profile
 
 PARAMS = sorted((Path(__file__).resolve().parents[1] / "params").glob("*.yaml"))
 STATED_ANYWAY = {"seed"}
@@ -18,12 +19,38 @@ STATED_ANYWAY = {"seed"}
 
 @pytest.mark.parametrize("path", PARAMS, ids=lambda p: p.name)
 def test_profile_repeats_no_default(path):
+    """A profile without a base states no notebook default; one with a base (``base: cpu``) states nothing its base
+    already gives it, down to single world knobs."""
+    own = yaml.safe_load(path.read_text(encoding="utf-8"))
+    if own.get("base"):
+        base = load_profile(path.parent / f"{own['base']}.yaml")
+        shared = {k: v for k, v in own.items() if k not in ("base", "profile", "stages") and not STAGE_RE.match(k)}
+        repeated = [k for k, v in shared.items() if base.shared.get(k, MISSING) == v and k not in STATED_ANYWAY]
+        for stage, section in own.items():
+            if STAGE_RE.match(stage):
+                repeated += _same(section or {}, base.sections.get(stage, {}), stage)
+        assert not repeated, f"{path.name} repeats its base's ({own['base']}) values: {', '.join(repeated)}"
+        return
     prof = load_profile(path)
     repeated = [k for k, v in prof.shared.items() if k in SHARED and SHARED[k].value == v and k not in STATED_ANYWAY]
     for stage, section in prof.sections.items():
         defaults = stage_defaults(stage)
         repeated += [f"{stage}.{k}" for k, v in section.items() if k in defaults and defaults[k] == v]
     assert not repeated, f"{path.name} repeats the notebooks' defaults: {', '.join(repeated)}"
+
+
+MISSING = object()
+
+
+def _same(own: dict, base: dict, where: str) -> list[str]:
+    """The keys of ``own`` whose value ``base`` already has (mappings compared key by key, as they are merged)."""
+    out = []
+    for key, value in own.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            out += _same(value, base[key], f"{where}.{key}")
+        elif base.get(key, MISSING) == value:
+            out.append(f"{where}.{key}")
+    return out
 
 
 CONFIGS = [

@@ -79,6 +79,8 @@ BAD_VALUES = [
     ({"05_evaluation.temperature": "-.inf"}, "05_evaluation", "temperature"),
     ({"06_agent_demo.max_turns": "0"}, "06_agent_demo", "max_turns"),
     ({"device": "tpu"}, "00_setup", "device"),
+    ({"04_igpo_rl.heldout_split": "train"}, "04_igpo_rl", "heldout_split"),
+    ({"04_igpo_rl.sft_model": "models/x", "04_igpo_rl.control_arm": "true"}, "04_igpo_rl", "control_arm"),
 ]
 
 

@@ -33,6 +33,18 @@ def test_stage_inputs_check_the_questions_first(tmp_path):
     assert train_file == world_dir / "qa" / "train.parquet"  # the world has no RL split
 
 
+def test_an_outside_sft_model_replaces_the_runs_sft_stage(tmp_path):
+    """sft_model: RL starts from that folder, and the run needs no stage 03; a folder without a model fails first."""
+    stage = Stage("04_igpo_rl", tmp_path / "run")
+    _finished(stage.run_dir, "00_setup")
+    shipped = tmp_path / "models" / "sft"
+    with pytest.raises(FileNotFoundError, match="sft_model names .* which is not a model folder"):
+        stage_inputs(stage, offline=True, train_qa=None, sft_model=str(shipped))
+    shipped.mkdir(parents=True)
+    (shipped / "config.json").write_text("{}")
+    assert stage_inputs(stage, offline=True, train_qa=None, sft_model=str(shipped)).sft_dir == shipped.resolve()
+
+
 def test_no_filter_keeps_every_question(tmp_path):
     rows = [{"id": "q1"}, {"id": "q2"}]
     kept, counts = filter_questions(Stage("04_igpo_rl", tmp_path), None, None, rows, None, None, IGPOConfig(), 0)

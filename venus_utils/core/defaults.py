@@ -211,7 +211,11 @@ STAGE_DEFAULTS: dict[str, tuple[str | Param, ...]] = {
         P("judge", "auto", "auto (LLM judge if an endpoint is configured, else the strict offline judge) | llm | "
                            "offline"),
         P("train_qa", None, "QA parquet for RL (None: the world's RL split qa/rl.parquet; web profiles must set it)"),
-        P("heldout_qa", None, "question file for the held-out accuracy (None: the world's test split)"),
+        P("heldout_qa", None, "question file for the held-out accuracy (None: the world's heldout_split)"),
+        P("heldout_split", "test", "the world's split the held-out questions come from: test (reported) | val "
+                                   "(choosing settings; the reward-cell loop)"),
+        P("sft_model", None, "SFT model folder RL starts from (None: <run_dir>/03_sft_unsloth/model; a shipped one "
+                             "in models/ needs no stages 01-03, and no control or rejection-sampling arm)"),
         P("control_arm", False, "True: after RL, the control: more SFT from the same SFT model for the FLOPs this RL "
                                 "run counted, scored beside it (section 9: RL vs more SFT)"),
         P("rft_arm", False, "True: after RL, rejection sampling: the SFT model samples RL's questions, is "

@@ -64,6 +64,14 @@ def project_root() -> Path:
     return REPO_ROOT if IN_CHECKOUT else Path.cwd()
 
 
+def user_path(path: str | Path) -> Path:
+    """A path a user gave (a profile's question file or model folder): as given (relative to the working directory)
+    where it exists, else relative to the repository root (profiles name files like
+    ``../shared/data/dr-venus/qa_test.parquet``; Papermill runs in the stage folder)."""
+    path = Path(path).expanduser()
+    return path if path.is_absolute() or path.exists() else REPO_ROOT / path
+
+
 def runs_base() -> Path:
     """The folder a relative run folder (``runs/interactive``) is resolved against, whatever folder the kernel
     started in: ``VENUS_RUNS_DIR`` when set, else :func:`project_root`."""

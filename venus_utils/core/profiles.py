@@ -76,6 +76,18 @@ class Profile:
     name: str
     shared: dict[str, Any] = field(default_factory=dict)
     sections: dict[str, dict[str, Any]] = field(default_factory=dict)
+    stages: list[str] | None = None  # the stages the profile runs (``stages:``); None: every notebook
+    bases: list[Path] = field(default_factory=list)  # the files it inherits from (``base:``), nearest first
+
+    def resolved_text(self) -> str:
+        """The profile as the pipeline reads it, every inherited value included, as YAML (a run folder's
+        ``profile.yaml`` for a profile with a ``base``; ``pipeline --check`` prints it)."""
+        data: dict[str, Any] = {"profile": self.name, **self.shared}
+        if self.stages is not None:
+            data["stages"] = list(self.stages)
+        data.update(self.sections)
+        origin = " <- ".join(str(p) for p in [self.path, *self.bases])
+        return f"# resolved from {origin}\n" + yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
 
     def stage_params(self, stage: str) -> dict[str, Any]:
         """Shared keys overlaid with the stage's own section (before filtering by the notebook)."""
@@ -257,7 +269,26 @@ def read_profile_text(path: Path) -> str:
         ) from None
 
 
-def load_profile(path: str | Path) -> Profile:
+#: how many profiles one ``base`` chain may hold
+MAX_BASE_DEPTH = 8
+
+
+def merge_settings(base: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
+    """``base`` overlaid with ``child``: a key of both whose values are both mappings (``world_knobs``) is merged
+    the same way, any other value of ``child`` replaces the base's."""
+    merged = dict(base)
+    for key, value in child.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            value = merge_settings(merged[key], value)
+        merged[key] = value
+    return merged
+
+
+def load_profile(path: str | Path, _chain: tuple[Path, ...] = ()) -> Profile:
+    """The profile in the file ``path``; with ``base: <name>`` it inherits every value of ``<name>.yaml`` in the same
+    folder (recursively) and states only what differs: shared keys and section keys replace the base's, mappings
+    inside a section (``world_knobs``) are merged key by key. The name (``profile:``, else the file's stem) is never
+    inherited; ``stages:`` (the stages the profile runs, by name or number) is, unless set."""
     path = Path(path)
     text = read_profile_text(path)
     try:
@@ -269,6 +300,8 @@ def load_profile(path: str | Path) -> Profile:
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level, got {type(raw).__name__}")
     _check_secrets(path, raw, "")
+    base = raw.pop("base", None)
+    stages = _stages_value(path, raw.pop("stages", None))
     name = raw.pop("profile", path.stem)
     if not is_plain_name(name):
         raise ConfigError(
@@ -291,7 +324,54 @@ def load_profile(path: str | Path) -> Profile:
             sections[key] = value
         else:
             shared[key] = value
-    return Profile(path=path, name=name, shared=shared, sections=sections)
+    if base is None:
+        return Profile(path=path, name=name, shared=shared, sections=sections, stages=stages)
+    parent = load_profile(_base_path(path, base, _chain), (*_chain, path.resolve()))
+    return Profile(
+        path=path,
+        name=name,
+        shared=merge_settings(parent.shared, shared),
+        sections={
+            stage: merge_settings(parent.sections.get(stage, {}), sections.get(stage, {}))
+            for stage in sorted(set(parent.sections) | set(sections))
+        },
+        stages=stages if stages is not None else parent.stages,
+        bases=[parent.path, *parent.bases],
+    )
+
+
+def _base_path(path: Path, base: Any, chain: tuple[Path, ...]) -> Path:
+    """The file a profile's ``base: <name>`` names: ``<name>.yaml`` beside it; an error for a name that is not a
+    plain profile name, a missing file, a cycle or a chain longer than :data:`MAX_BASE_DEPTH`."""
+    if not is_plain_name(base) or base.endswith((".yaml", ".yml")):
+        raise ConfigError(
+            f"{path}: 'base' names a profile of the same folder by its name (base: cpu takes cpu.yaml), "
+            f"got {quote(base)}"
+        )
+    found = path.parent / f"{base}.yaml"
+    if not found.is_file():
+        known = sorted(p.stem for p in path.parent.glob("*.yaml"))
+        raise ConfigError(f"{path}: base {base!r}: no {found} (profiles there: {', '.join(known) or 'none'})")
+    cycle = [*chain, path.resolve()]
+    if found.resolve() in cycle:
+        names = " -> ".join(p.stem for p in [*cycle, found.resolve()])
+        raise ConfigError(f"{path}: base {base!r} makes a cycle ({names})")
+    if len(cycle) >= MAX_BASE_DEPTH:
+        raise ConfigError(f"{path}: more than {MAX_BASE_DEPTH} profiles in its base chain")
+    return found
+
+
+def _stages_value(path: Path, value: Any) -> list[str] | None:
+    """A profile's ``stages:`` (a list of stage names or numbers) as strings; the pipeline checks them against the
+    notebooks."""
+    if value is None:
+        return None
+    if not isinstance(value, list) or not value or not all(isinstance(v, (str, int)) for v in value):
+        raise ConfigError(
+            f"{path}: 'stages' must be a non-empty list of stage names or numbers (stages: [00_setup, 04_igpo_rl]), "
+            f"got {quote(value)}"
+        )
+    return [str(v) for v in value]
 
 
 def notebook_defaults(path: str | Path) -> dict[str, Any]:

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from .io import read_json, read_jsonl, write_json, write_jsonl
-from .paths import REPO_ROOT
+from .paths import user_path
 from .protocol import ANSWER_SPLIT
 
 QA_COLUMNS = ["id", "question", "answer", "source"]
@@ -418,14 +418,7 @@ def load_qa(
     if benchmark:
         if not qa_file:
             raise ValueError(f"benchmark={benchmark!r} needs qa_file, the benchmark file you downloaded")
-        return load_benchmark(benchmark, _find(qa_file))
+        return load_benchmark(benchmark, user_path(qa_file))
     if qa_file is None and default is None:
         raise ValueError("no question file: give qa_file")
-    return load_questions(_find(qa_file) if qa_file else default)
-
-
-def _find(path: str | Path) -> Path:
-    """A user path: as given (relative to the working directory), else relative to the repository root
-    (profiles name files like ``../shared/data/dr-venus/qa_test.parquet``; Papermill runs in the stage folder)."""
-    path = Path(path).expanduser()
-    return path if path.is_absolute() or path.exists() else REPO_ROOT / path
+    return load_questions(user_path(qa_file) if qa_file else default)

@@ -78,7 +78,7 @@ def train(args: argparse.Namespace) -> dict:
     # inputs first: a missing question file or upstream stage fails before the stage folder or any model exists
     stage = Stage(STAGE, args.run_dir or f"runs/{profile}", args.out, profile)
     stage.record_settings(params)
-    sft_dir, world_dir, train_file = stage_inputs(stage, params["offline"], params["train_qa"])
+    sft_dir, world_dir, train_file = stage_inputs(stage, params["offline"], params["train_qa"], params["sft_model"])
     stage.dir.mkdir(parents=True, exist_ok=True)
     model, tokenizer = load_policy(sft_dir, params["device"], lora=cfg.lora_r > 0)
     grader = Judge.from_env(params["judge"])  # one judge: its describe() at the end counts any offline fallbacks
@@ -115,7 +115,14 @@ def train(args: argparse.Namespace) -> dict:
     comparison: dict = {}
     if is_main_process():
         questions, settings = heldout_eval(
-            stage, sft_dir, params["heldout_qa"], world_dir, params["heldout_n"], cfg.seed, params["device"]
+            stage,
+            sft_dir,
+            params["heldout_qa"],
+            world_dir,
+            params["heldout_n"],
+            cfg.seed,
+            params["device"],
+            params["heldout_split"],
         )
         if questions is not None:  # the same greedy held-out evaluation as notebooks 03-05
             kw = dict(sft_dir=sft_dir, world_dir=world_dir, tools=tools, judge=grader)
@@ -210,6 +217,7 @@ def rft(args: argparse.Namespace, run: Path) -> dict:
         train_questions=params["train_questions"],
         heldout_qa=params["heldout_qa"],
         heldout_n=params["heldout_n"],
+        heldout_split=params["heldout_split"],
         rl_steps=read_json(run / ho.RL_ARMS["IGPO"] / SUMMARY).get("steps"),
         device=params["device"],
         judge=Judge.from_env(params["judge"]),
@@ -231,6 +239,7 @@ def control(args: argparse.Namespace, run: Path) -> dict:
         train_qa=params["train_qa"],
         heldout_qa=params["heldout_qa"],
         heldout_n=params["heldout_n"],
+        heldout_split=params["heldout_split"],
         seed=params["seed"],
         device=params["device"],
         judge=Judge.from_env(params["judge"]),

@@ -42,6 +42,7 @@ def train_control_arm(
     train_qa: str | Path | None = None,
     heldout_qa: str | Path | None = None,
     heldout_n: int | None = None,
+    heldout_split: str = "test",
     seed: int = 0,
     device: str = "cpu",
     judge: Any = None,
@@ -50,7 +51,7 @@ def train_control_arm(
     launched_from: str = "notebook 04",
 ) -> dict[str, Any]:
     """Train the control for ``budget_flops`` (a finished control is not trained again), score it on the run's
-    held-out questions (``heldout_n`` of ``heldout_qa`` or the world's test split, as the RL arm's) with ``judge``
+    held-out questions (``heldout_n`` of ``heldout_qa`` or the world's ``heldout_split``, as the RL arm's) with ``judge``
     and ``tools`` (defaults: the configured judge, the run's offline tools), and return its ``summary.json``."""
     params = sft_settings(run_dir)
     stage = Stage(SFT_STAGE, run_dir, Path(run_dir) / CONTROL_DIR, profile)
@@ -62,7 +63,7 @@ def train_control_arm(
     if figures["train_wall_s"] is None and before.get("steps") == figures["steps"] and before.get("train_wall_s"):
         figures["train_wall_s"] = before["train_wall_s"]  # checkpoints of older code keep no clock: its summary's
     comparison: dict = {}
-    questions, settings = heldout_eval(stage, sft_dir, heldout_qa, world_dir, heldout_n, seed, device)
+    questions, settings = heldout_eval(stage, sft_dir, heldout_qa, world_dir, heldout_n, seed, device, heldout_split)
     if questions is not None:  # the same greedy held-out evaluation as the RL arms'
         judge = judge if judge is not None else Judge.from_env()
         if tools is None:

@@ -209,6 +209,7 @@ def train_rft_arm(
     train_questions: int | None = None,
     heldout_qa: str | Path | None = None,
     heldout_n: int | None = None,
+    heldout_split: str = "test",
     rl_steps: int | None = None,
     device: str = "cpu",
     judge: Any = None,
@@ -219,7 +220,7 @@ def train_rft_arm(
 ) -> dict[str, Any]:
     """The RFT arm of a run (see the module): sample, filter, fine-tune for ``budget_flops`` (the IGPO arm's model
     FLOPs, the sampling included), score on the run's held-out questions (``heldout_n`` of ``heldout_qa`` or the
-    world's test split) as the RL arms are, and return its ``summary.json``. ``cfg``: the RL arms' config (their
+    world's ``heldout_split``) as the RL arms are, and return its ``summary.json``. ``cfg``: the RL arms' config (their
     rollout settings, step budget and seed), ``train_qa`` / ``train_questions`` their question pool; the fine-tuning
     uses the settings the SFT stage ran with (its ``summary.json``); ``rl_steps``: the steps the IGPO arm trained
     (default ``cfg.max_steps``: a time budget may have ended it sooner); ``judge`` and ``tools`` default to the
@@ -263,7 +264,9 @@ def train_rft_arm(
         judge=described,
         launched_from=launched_from,
     )
-    heldout_questions, eval_settings = heldout_eval(stage, sft_dir, heldout_qa, world_dir, heldout_n, cfg.seed, device)
+    heldout_questions, eval_settings = heldout_eval(
+        stage, sft_dir, heldout_qa, world_dir, heldout_n, cfg.seed, device, heldout_split
+    )
     kw = dict(sft_dir=sft_dir, world_dir=world_dir, tools=tools, judge=grader)
     if not rows:  # nothing to fine-tune on: the arm is the SFT model, and says so
         why = (

@@ -28,7 +28,7 @@ import pandas as pd
 from ..core.callbacks import step_progress, time_limit
 from ..core.checkpoints import ResumePoint, prepare_resume, train_to_end
 from ..core.distributed import is_main_process, world_size
-from ..core.paths import RL_STAGE, SETUP_STAGE, SFT_STAGE
+from ..core.paths import RL_STAGE, SETUP_STAGE, SFT_STAGE, user_path
 from ..core.stage import Stage
 from ..eval import heldout as ho
 from . import run_report
@@ -59,17 +59,25 @@ RESUMABLE_FIELDS = {
 
 
 class StageInputs(NamedTuple):
-    sft_dir: Path  # 03_sft_unsloth/model: the policy RL starts from
+    sft_dir: Path  # 03_sft_unsloth/model, or the stage's sft_model: the policy RL starts from
     world_dir: Path | None  # 00_setup/world (the offline tools and questions); None: the web tools
     train_file: Path  # the RL questions (:func:`~.questions.rl_question_file`)
 
 
-def stage_inputs(stage: Stage, offline: bool, train_qa: str | Path | None) -> StageInputs:
-    """Where the stage's inputs are: ``(sft_dir, world_dir, train_file)``.  A missing question file (the web tools
-    and no ``train_qa``) or upstream stage fails here, before any model loads."""
+def stage_inputs(
+    stage: Stage, offline: bool, train_qa: str | Path | None, sft_model: str | Path | None = None
+) -> StageInputs:
+    """Where the stage's inputs are: ``(sft_dir, world_dir, train_file)``; ``sft_model``: an SFT model folder to start
+    from instead of the run's own (a shipped one, ``models/``: the run then needs no stages 01-03).  A missing question
+    file (the web tools and no ``train_qa``), model folder or upstream stage fails here, before any model loads."""
     world_dir = stage.upstream(SETUP_STAGE) / "world" if offline else None
     train_file = rl_question_file(train_qa, world_dir)
-    return StageInputs(stage.upstream(SFT_STAGE) / "model", world_dir, train_file)
+    if sft_model is None:
+        return StageInputs(stage.upstream(SFT_STAGE) / "model", world_dir, train_file)
+    sft_dir = user_path(sft_model).resolve()
+    if not (sft_dir / "config.json").is_file():
+        raise FileNotFoundError(f"sft_model names {sft_model}, which is not a model folder (no {sft_dir}/config.json)")
+    return StageInputs(sft_dir, world_dir, train_file)
 
 
 def resume_settings(
@@ -212,15 +220,18 @@ def heldout_eval(
     n: int | None,
     seed: int = 0,
     device: str = "cpu",
+    split: str = "test",
 ):
     """``(questions, settings)`` of RL's held-out evaluation: the run's held-out set (drawn once from ``heldout_qa``,
-    else the world's test split: the set notebook 03 scored) and the SFT model's own protocol (its
-    ``venus_agent.json``), so SFT and RL are compared on the same questions, greedy, and notebook 03's SFT results
-    are reused.  ``(None, None)`` when ``n`` is 0 or there is no question source (no world, no ``heldout_qa``)."""
+    else the world's ``split``: ``test``, the set notebook 03 scored, or ``val``, for choosing settings) and the SFT
+    model's own protocol (its ``venus_agent.json``), so SFT and RL are compared on the same questions, greedy, and
+    notebook 03's SFT results are reused where they match.  ``(None, None)`` when ``n`` is 0 or there is no question
+    source (no world, no ``heldout_qa``)."""
     source = heldout_qa or world_dir
     if not n or source is None:
         return None, None
-    return ho.heldout_questions(stage.run_dir, source, n, seed), ho.EvalSettings.for_model(sft_dir, device=device)
+    questions = ho.heldout_questions(stage.run_dir, source, n, seed, split)
+    return questions, ho.EvalSettings.for_model(sft_dir, device=device)
 
 
 def heldout_scores(

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..core.paths import user_path
 from ..core.profiles import ConfigError
-from ..core.qa_files import _find, load_verl_qa, stratified_sample
+from ..core.qa_files import load_verl_qa, stratified_sample
 
 
 def rl_question_file(train_qa: str | Path | None, world_dir: str | Path | None) -> Path:
@@ -21,7 +22,7 @@ def rl_question_file(train_qa: str | Path | None, world_dir: str | Path | None) 
     from the working directory, else from the repository root (Papermill runs in the stage folder).
     """
     if train_qa:
-        path = _find(train_qa)  # the notebooks' rule for a user path: working directory, else repository root
+        path = user_path(train_qa)  # the notebooks' rule for a user path: working directory, else repository root
         if not path.is_file():
             raise FileNotFoundError(
                 f"train_qa names {train_qa}, which is not a file (looked in the working directory "

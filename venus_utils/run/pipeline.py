@@ -90,14 +90,19 @@ class StageResult:
     output: Path
 
 
-def select(notebooks: list[Path], only: str | None) -> list[Path]:
-    if not only:
+def select(notebooks: list[Path], only: str | None, profile: Profile | None = None) -> list[Path]:
+    """The notebooks to run: those ``only`` names (``--only 3,4``), else those the profile's ``stages:`` names, else
+    all of them."""
+    if only:
+        wanted, source = [w.strip() for w in only.split(",") if w.strip()], "--only"
+    elif profile is not None and profile.stages is not None:
+        wanted, source = profile.stages, f"{profile.path}: stages"
+    else:
         return notebooks
-    wanted = [w.strip() for w in only.split(",") if w.strip()]
     chosen = [nb for nb in notebooks if any(nb.stem == w or nb.stem[:2] == w.zfill(2) for w in wanted)]
     missing = [w for w in wanted if not any(nb.stem == w or nb.stem[:2] == w.zfill(2) for nb in notebooks)]
     if missing:
-        raise ConfigError(f"--only names unknown stages {missing}; available: {[nb.stem for nb in notebooks]}")
+        raise ConfigError(f"{source} names unknown stages {missing}; available: {[nb.stem for nb in notebooks]}")
     return chosen
 
 
@@ -105,8 +110,11 @@ def _params_digest(params: dict) -> str:
     return hashlib.sha256(json.dumps(params, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def is_up_to_date(stage_dir: Path, notebook: Path, profile_path: Path, earlier: list[Path], params: dict) -> bool:
-    """True when the stage's outputs are newer than its inputs and were made with the same parameters."""
+def is_up_to_date(
+    stage_dir: Path, notebook: Path, profile_files: list[Path], earlier: list[Path], params: dict
+) -> bool:
+    """True when the stage's outputs are newer than its inputs (the notebook, the profile's files, its base's
+    included, the earlier stages' summaries) and were made with the same parameters."""
     summary = stage_dir / SUMMARY
     record = stage_dir / PARAMS_RECORD
     if not summary.exists() or not record.exists():
@@ -117,7 +125,7 @@ def is_up_to_date(stage_dir: Path, notebook: Path, profile_path: Path, earlier: 
     except (ValueError, KeyError):
         return False
     made = summary.stat().st_mtime
-    inputs = [notebook, profile_path] + [d / SUMMARY for d in earlier if (d / SUMMARY).exists()]
+    inputs = [notebook, *profile_files] + [d / SUMMARY for d in earlier if (d / SUMMARY).exists()]
     return all(made >= p.stat().st_mtime for p in inputs)
 
 
@@ -165,7 +173,8 @@ def run_pipeline(
     ``out`` (default ``runs/<profile>``). ``seed``: the profile with this seed instead of its own, as the profile
     ``<profile>-seed<seed>`` (its run folder by default; the run's ``profile.yaml`` records both)."""
     profile: Profile = load_profile(params_path)
-    text = Path(params_path).read_bytes()
+    # the profile as written, or with every inherited value where it has a base (the run's record stands alone)
+    text = profile.resolved_text().encode() if profile.bases else Path(params_path).read_bytes()
     if seed is not None:
         profile, text = with_seed(profile, text.decode("utf-8"), seed)
     run_dir = resolve_run_dir(out or f"runs/{profile.name}").resolve()
@@ -173,7 +182,7 @@ def run_pipeline(
     all_notebooks = discover_notebooks(notebooks_dir)
     if not all_notebooks:
         raise ConfigError(f"no numbered notebooks found in {notebooks_dir}")
-    chosen = select(all_notebooks, only)
+    chosen = select(all_notebooks, only, profile)
 
     # Resolve and check every value of every section (keys, types, ranges, choices; local paths of the stages that
     # run) before running anything, so a typo fails in seconds, not after an hour of training.
@@ -198,7 +207,16 @@ def run_pipeline(
         watcher = ProgressWatcher(bar.set_postfix_str) if progress else None
         with watcher or contextlib.nullcontext():
             results = _run_stages(
-                plans, bar, watcher, run_dir, all_notebooks, params_path, resume, hold, kernel_name, log_output
+                plans,
+                bar,
+                watcher,
+                run_dir,
+                all_notebooks,
+                [profile.path, *profile.bases],
+                resume,
+                hold,
+                kernel_name,
+                log_output,
             )
         for stale in stale_stages(run_dir, all_notebooks, results):
             tqdm.write(
@@ -208,7 +226,7 @@ def run_pipeline(
         return results
 
 
-def _run_stages(plans, bar, watcher, run_dir, all_notebooks, params_path, resume, hold, kernel_name, log_output):
+def _run_stages(plans, bar, watcher, run_dir, all_notebooks, profile_files, resume, hold, kernel_name, log_output):
     """Each planned notebook of ``bar`` in turn (skipped where ``resume`` finds it up to date); the results."""
     import papermill
 
@@ -220,7 +238,7 @@ def _run_stages(plans, bar, watcher, run_dir, all_notebooks, params_path, resume
             bar.set_postfix_str(nb.stem)
         earlier = [run_dir / other.stem for other in all_notebooks if other.stem < nb.stem]
         output = stage_dir / nb.name
-        if resume and is_up_to_date(stage_dir, nb, Path(params_path), earlier, params):
+        if resume and is_up_to_date(stage_dir, nb, profile_files, earlier, params):
             results.append(StageResult(nb.stem, "skipped", 0.0, output))
             tqdm.write(f"[skip] {nb.stem}: outputs are up to date")
             continue
@@ -313,8 +331,9 @@ def main(argv: list[str] | None = None) -> int:
             folder_argument("run folder", f"runs/{profile.name}", resolve_run_dir)
         if args.check:
             notebooks = discover_notebooks()
-            chosen = {nb.stem for nb in select(notebooks, args.only)}
+            chosen = {nb.stem for nb in select(notebooks, args.only, profile)}
             check_profile(profile, {nb.stem: notebook_defaults(nb) for nb in notebooks}, paths_for=chosen)
+            print(profile.resolved_text())
             print(f"{args.params}: every setting of every section is valid ({len(notebooks)} notebooks); nothing ran")
             return 0
         with stop_on_signals():

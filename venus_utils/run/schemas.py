@@ -146,6 +146,8 @@ PARAMETERS: dict[str, dict[str, Setting]] = {
         "judge": _JUDGE,
         "train_qa": _PATH,
         "heldout_qa": _PATH,
+        "heldout_split": Setting(str, choices=("test", "val")),
+        "sft_model": _PATH,
         "control_arm": _FLAG,
         "rft_arm": _FLAG,
         "example_questions": _AT_LEAST_ONE,
@@ -223,6 +225,17 @@ def _demo(params: dict[str, Any]) -> None:
     ).validated()
 
 
+def _arms_need_own_sft(params: dict[str, Any]) -> None:
+    """The control and rejection-sampling arms continue the run's own SFT stage (its checkpoints and settings): an
+    outside ``sft_model`` has neither."""
+    arms = [k for k in ("control_arm", "rft_arm") if params.get(k)]
+    if params.get("sft_model") and arms:
+        raise ValueError(
+            f"{' and '.join(arms)} continue the run's own SFT stage (its checkpoints and settings); with sft_model "
+            f"{params['sft_model']} set them to false"
+        )
+
+
 _CLEAN_KEYS = (
     "file_pattern",
     "current_date",
@@ -263,7 +276,10 @@ STAGE_CONFIGS: dict[str, list[StageConfig]] = {
         _mapped(ResamplePolicy, {k: k for k in _RESAMPLE_KEYS}),
     ],
     SFT_STAGE: [StageConfig(_build_fields(SFTConfig), _fields_of(SFTConfig))],
-    RL_STAGE: [StageConfig(_build_fields(IGPOConfig), _fields_of(IGPOConfig))],
+    RL_STAGE: [
+        StageConfig(_build_fields(IGPOConfig), _fields_of(IGPOConfig)),
+        StageConfig(_arms_need_own_sft, lambda: {"sft_model", "control_arm", "rft_arm"}),
+    ],
     EVALUATION_STAGE: [
         _mapped(
             AgentConfig,
@@ -279,7 +295,7 @@ STAGE_CONFIGS: dict[str, list[StageConfig]] = {
 }
 
 #: Parameters that name a model, file or folder; an absolute or home-relative one must exist.
-PATH_KEYS = ("base_model", "input", "tokenizer", "train_qa", "heldout_qa", "qa_file", "model")
+PATH_KEYS = ("base_model", "input", "tokenizer", "train_qa", "heldout_qa", "sft_model", "qa_file", "model")
 
 
 def checked_keys(stage: str) -> set[str]:
