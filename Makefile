@@ -20,7 +20,7 @@ export UNSLOTH_DISABLE_STATS := 1
         gpu-check-wheels bench clean-runs
 
 help:
-	@echo "make pipeline   run all notebooks on the offline default (PROFILE=smoke|cpu|cpu-easy|cpu-hard|paper|colab)"
+	@echo "make pipeline   run all notebooks on the offline default (PROFILE=smoke|cpu|cpu-rl|cpu-teacher|cpu-easy|cpu-hard|paper|colab)"
 	@echo "make test       run the test suite (default environment + the Unsloth CPU environment)"
 	@echo "make lab        open JupyterLab on notebooks/"
 	@echo "make gpu        build .venv from the GPU lock (CUDA torch, vLLM, Unsloth) on a GPU machine"

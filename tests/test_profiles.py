@@ -109,9 +109,13 @@ def test_a_run_records_each_value_and_where_it_came_from(tmp_path):
 
 
 def test_a_profile_with_a_base_inherits_what_it_does_not_state(tmp_path):
-    write(tmp_path, "profile: lesson\nseed: 3\nheldout_n: 300\n00_setup:\n  world_knobs: {a: 1, b: 2}\n", "lesson.yaml")
+    write(
+        tmp_path, "profile: lesson\nseed: 3\nheldout_n: 300\n00_setup:\n  world_knobs: {a: 1, b: 2}\n", "lesson.yaml"
+    )
     child = load_profile(
-        write(tmp_path, "base: lesson\nheldout_n: 40\n00_setup:\n  world_knobs: {b: 5}\n04_igpo_rl:\n  k: 1\n", "c.yaml")
+        write(
+            tmp_path, "base: lesson\nheldout_n: 40\n00_setup:\n  world_knobs: {b: 5}\n04_igpo_rl:\n  k: 1\n", "c.yaml"
+        )
     )
     assert child.name == "c"  # the name is the child's own, never inherited
     assert child.shared == {"seed": 3, "heldout_n": 40}

@@ -55,6 +55,7 @@ from .heldout import (
     rejudge_report,
     summary,
 )
+from .shipped import ship
 from .study import Rule, decide, headline_table, markdown_table, study
 
 COLUMNS = ["run", "slice", "n", "accuracy_before", "accuracy_after", "difference", "diff_ci_low", "diff_ci_high"]
@@ -218,28 +219,46 @@ def main(argv: list[str] | None = None) -> int:
     k = sub.add_parser("keep", help="copy a run's held-out results into a folder to commit (results/<run>)")
     k.add_argument("run", help="the run folder, e.g. runs/cpu-hard-seed10")
     k.add_argument("--out", required=True, help="where to copy them, e.g. results/cpu-hard-seed10")
+    h = sub.add_parser("ship", help="copy a run's SFT model into models/ with the record a test holds it to")
+    h.add_argument("--run", required=True, help="the run folder, e.g. runs/cpu-teacher")
+    h.add_argument("--out", required=True, help="the model folder to write, e.g. models/cpu-teacher-sft-seed0")
+    h.add_argument("--n", type=number_argument(AT_LEAST_1), default=32, help="validation questions recorded")
     args = p.parse_args(argv)
-    if args.command == "validate":
-        return validate(args)
-    if args.command == "rejudge":
-        return run_rejudge(args)
-    if args.command == "study":
-        return run_study(args)
-    if args.command == "keep":
-        try:
-            written = keep_results(args.run, args.out)
-        except (FileNotFoundError, ValueError) as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
-        print(f"kept {len(written)} files of {args.run} in {args.out}:")
-        for path in written:
-            print(f"  {path}")
-        return 0
-    try:
-        table = compare_runs(args.runs, args.baseline, args.model)
+    commands = {
+        "ship": run_ship,
+        "validate": validate,
+        "rejudge": run_rejudge,
+        "study": run_study,
+        "keep": run_keep,
+        "compare": run_compare,
+    }
+    try:  # a file or value that cannot be used is one line, not a traceback
+        return commands[args.command](args)
     except (FileNotFoundError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+
+
+def run_ship(args) -> int:
+    """``ship``: a run's SFT model into ``models/`` with its record (:mod:`venus_utils.eval.shipped`)."""
+    record = ship(args.run, args.out, args.n)
+    right = sum(r["correct"] for r in record["answers"]["rows"])
+    print(f"shipped {args.run}'s SFT model in {args.out}: {right} of {args.n} recorded validation answers right")
+    return 0
+
+
+def run_keep(args) -> int:
+    """``keep``: a run's held-out results into a folder to commit."""
+    written = keep_results(args.run, args.out)
+    print(f"kept {len(written)} files of {args.run} in {args.out}:")
+    for path in written:
+        print(f"  {path}")
+    return 0
+
+
+def run_compare(args) -> int:
+    """``compare``: two models' held-out results paired by question, per run, pooled and with the seed as the unit."""
+    table = compare_runs(args.runs, args.baseline, args.model)
     print(f"{args.model} against {args.baseline}, paired by question (greedy held-out results):")
     seeds = table["run"] == SEEDS_ROW
     print(table.loc[~seeds, COLUMNS].to_string(index=False, float_format=lambda x: f"{x:.3f}"))

@@ -51,8 +51,9 @@ def train_control_arm(
     launched_from: str = "notebook 04",
 ) -> dict[str, Any]:
     """Train the control for ``budget_flops`` (a finished control is not trained again), score it on the run's
-    held-out questions (``heldout_n`` of ``heldout_qa`` or the world's ``heldout_split``, as the RL arm's) with ``judge``
-    and ``tools`` (defaults: the configured judge, the run's offline tools), and return its ``summary.json``."""
+    held-out questions (``heldout_n`` of ``heldout_qa`` or the world's ``heldout_split``, as the RL arm's) with
+    ``judge`` and ``tools`` (defaults: the configured judge, the run's offline tools), and return its
+    ``summary.json``."""
     params = sft_settings(run_dir)
     stage = Stage(SFT_STAGE, run_dir, Path(run_dir) / CONTROL_DIR, profile)
     stage.hold()
