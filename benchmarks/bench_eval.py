@@ -59,7 +59,7 @@ def main(argv=None) -> int:
     from venus_utils.core.perf import flops_per_token, machine_peak, utilisation
     from venus_utils.core.stage import best_model
     from venus_utils.eval.heldout import EvalSettings, draw_heldout, evaluate_model
-    from venus_utils.eval.judge import Judge
+    from venus_utils.judging.judge import Judge
     from venus_utils.modeling import kv_decode
 
     tmp = Path(tempfile.mkdtemp(prefix="bench_eval_"))

@@ -95,7 +95,7 @@ def _trainer(args, steps: int, fast: bool, precision: str, base, tokenizer, rows
     ``precision``."""
     from datasets import Dataset
 
-    from venus_utils.eval.judge import judge_function
+    from venus_utils.judging.judge import judge_function
     from venus_utils.rl.config import IGPOConfig
     from venus_utils.rl.igpo_trainer import IGPOTrainer, grpo_args
     from venus_utils.rl.rollout import make_agent_rollout

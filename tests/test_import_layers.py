@@ -170,6 +170,31 @@ def test_the_packages_are_layered():
     assert not problems, "\n".join(problems)
 
 
+#: the floors of the package, lowest first, as docs/reference.md's layout lists them: a package imports only its own
+#: floor and those below; a command line (``__main__``) is a program above every floor
+FLOORS = ("core", "tools", "world", "modeling", "agent", "judging", "data", "eval", "sft", "rl", "demo", "run")
+
+
+def test_every_import_goes_down_the_documented_floors():
+    """Not only no cycle: every package imports only packages on lower floors (:data:`FLOORS`), the order the
+    layout in docs/reference.md states, so following a value to its use never climbs."""
+    graph = package_graph(import_graph())
+    floor = {f"{PACKAGE}.{name}": i for i, name in enumerate(FLOORS)}
+    climbs = [
+        f"{a} -> {b} ({', '.join(where[:2])})"
+        for a, targets in graph.items()
+        if not a.endswith(".__main__")
+        for b, where in targets.items()
+        if floor.get(b, 0) > floor.get(a, len(FLOORS))
+    ]
+    assert not climbs, "imports that climb a floor:\n" + "\n".join(climbs)
+    packages = {p.name for p in ROOT.iterdir() if p.is_dir() and (p / "__init__.py").is_file()}
+    assert packages == set(FLOORS), f"packages without a floor: {sorted(packages - set(FLOORS))}"
+    layout = (ROOT.parent / "docs" / "reference.md").read_text(encoding="utf-8").split("## Layout", 1)[1]
+    listed = re.findall(r"^  ([a-z]+)/ ", layout, flags=re.M)
+    assert listed == list(FLOORS), f"docs/reference.md lists the packages as {listed}, the floors are {FLOORS}"
+
+
 def test_the_cycle_finder_finds_cycles():
     graph = {"a": {"b": []}, "b": {"c": []}, "c": {"a": []}, "d": {"a": []}, "e": {"e": []}}
     assert cycles(graph) == [["a", "b", "c"]]

@@ -93,7 +93,7 @@ def test_the_question_set_is_drawn_once_per_run_and_stratified(run):
 
 def test_greedy_evaluation_scores_every_question_with_the_judge_and_is_deterministic(run, tmp_path):
     from venus_utils.eval.heldout import EvalSettings, evaluate_model, heldout_questions, per_question, summary
-    from venus_utils.eval.judge import Judge
+    from venus_utils.judging.judge import Judge
 
     qa = heldout_questions(run, run / "world", 6, seed=2)
     settings = EvalSettings(max_turns=2, max_new_tokens=16, workers=6)
@@ -133,7 +133,7 @@ def test_a_model_saved_again_is_not_rescored_and_changed_weights_are(run, tmp_pa
 
     from venus_utils.core.checkpoints import seal_model
     from venus_utils.eval.heldout import EvalSettings, evaluate_model, heldout_questions, model_digest
-    from venus_utils.eval.judge import Judge
+    from venus_utils.judging.judge import Judge
 
     model_dir = tmp_path / "model"
     shutil.copytree(run / "model", model_dir)
@@ -423,12 +423,12 @@ def test_kept_results_pool_like_the_run_folders_they_come_from(tmp_path, capsys)
 
 def test_keep_compresses_each_arms_training_episodes_and_the_report_reads_them(tmp_path):
     """Issue 40: the per-turn evidence of an RL arm (information gain and advantage by tool) outlives the run: ``keep``
-    writes each ``episodes.jsonl`` as ``episodes.jsonl.gz`` (the same bytes each time), and rl.run_report reads it."""
+    writes each ``episodes.jsonl`` as ``episodes.jsonl.gz`` (the same bytes each time), and eval.by_tool reads it."""
     import gzip
 
     from venus_utils.core.io import read_jsonl, write_json, write_jsonl
+    from venus_utils.eval import by_tool
     from venus_utils.eval import heldout as ho
-    from venus_utils.rl import run_report
 
     run, out = tmp_path / "run", tmp_path / "kept"
     (run / ho.SCORED["SFT"]).parent.mkdir(parents=True)
@@ -450,9 +450,9 @@ def test_keep_compresses_each_arms_training_episodes_and_the_report_reads_them(t
     first = kept.read_bytes()
     ho.keep_results(run, out)
     assert kept.read_bytes() == first  # no time stamp inside: a re-keep changes nothing in git
-    episodes = run_report.episodes_frame(out / ho.RL_ARMS["IGPO"] / "episodes.jsonl")
+    episodes = by_tool.episodes_frame(out / ho.RL_ARMS["IGPO"] / "episodes.jsonl")
     assert len(episodes) == 3
-    visits = run_report.ig_by_tool(episodes).set_index(["tool", "episode"]).loc[("visit", "all")]
+    visits = by_tool.ig_by_tool(episodes).set_index(["tool", "episode"]).loc[("visit", "all")]
     assert visits["turns"] == 3 and visits["mean_ig"] == -1.0
 
 

@@ -192,7 +192,7 @@ def test_plots_write_figures(tmp_path):
 
 
 def test_score_with_the_project_judge_offline():
-    from venus_utils.eval.judge import Judge
+    from venus_utils.judging.judge import Judge
 
     judge = Judge.from_env("offline")
     table = pd.DataFrame(

@@ -180,7 +180,7 @@ def test_arms_of_a_run_folder_include_dynamic_sampling_and_plot_the_rolled_out_s
 def test_advantage_by_tool_shows_what_the_update_pushed_each_kind_of_turn_by():
     import pandas as pd
 
-    from venus_utils.rl import run_report
+    from venus_utils.eval import by_tool
 
     episodes = pd.DataFrame(
         [
@@ -193,8 +193,8 @@ def test_advantage_by_tool_shows_what_the_update_pushed_each_kind_of_turn_by():
             },  # no tokens: left out
         ]
     )
-    table = run_report.advantage_by_tool(episodes).set_index(["tool", "episode"])
+    table = by_tool.advantage_by_tool(episodes).set_index(["tool", "episode"])
     assert table.loc[("visit", "right"), "mean_advantage"] == -0.5  # a right episode's visit, pushed down
     assert table.loc[("visit", "all"), "share_pushed_down"] == 1.0 and table.loc[("visit", "all"), "turns"] == 2
     assert table.loc[("(answer)", "wrong"), "turns"] == 2 and ("search", "wrong") in table.index
-    assert run_report.advantage_by_tool(episodes.drop(columns="turn_advantages")).empty  # runs before the column
+    assert by_tool.advantage_by_tool(episodes.drop(columns="turn_advantages")).empty  # runs before the column

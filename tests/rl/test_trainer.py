@@ -204,7 +204,7 @@ def test_why_no_gain_pairs_questions_and_counts_flat_groups():
 def test_ig_by_tool_splits_gains_by_tool_and_outcome():
     import pandas as pd
 
-    from venus_utils.rl.run_report import ig_by_tool
+    from venus_utils.eval.by_tool import ig_by_tool
 
     episodes = pd.DataFrame(
         {

@@ -361,7 +361,7 @@ class _AnyAnswer:
     name = "any-answer"
 
     def judge_many(self, items, progress=False):
-        from venus_utils.eval.judge import Verdict
+        from venus_utils.judging.judge import Verdict
 
         return [Verdict(True, "offline", self.name) for _ in items]
 

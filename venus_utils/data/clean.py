@@ -45,7 +45,7 @@ import pyarrow.parquet as pq
 
 from ..core import protocol
 from ..core.validation import AT_LEAST_1, NON_NEGATIVE, PROPER_FRACTION, SEED, number_argument, parse_shard
-from ..eval.judge import Judge
+from ..judging.judge import Judge
 from . import rules, sources
 from .clean_core import (
     ARTIFACTS,

@@ -27,7 +27,7 @@ from tqdm.auto import tqdm
 from ..core import protocol
 from ..core.locks import release, take
 from ..core.perf import process_pool
-from ..eval.judge import KINDS
+from ..judging.judge import KINDS
 from . import rules, sources
 from .resample import ResamplePolicy
 from .tokens import counter_for

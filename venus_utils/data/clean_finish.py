@@ -30,8 +30,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..core.io import atomic_path, write_json, write_jsonl
-from ..eval import answers
-from ..eval.judge import Judge, Verdict
+from ..judging import answers
+from ..judging.judge import Judge, Verdict
 from . import rules, sources
 from .clean_core import BAD_ROWS_LISTED, BatchResult, CleanConfig, RunPaths, messages_type
 from .resample import ResamplePolicy, bucket_stats, permutation, plan, split_groups

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.io import write_json
-from ..eval.judge import Judge
+from ..judging.judge import Judge
 from . import rules
 from .clean_core import SHARD_FILE, BatchResult, CleanConfig, KeptRow, RunPaths, WorkerConfig, hold_output, run_tasks
 from .clean_finish import finish

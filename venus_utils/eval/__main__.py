@@ -43,7 +43,7 @@ import pandas as pd
 
 from ..core.io import write_json
 from ..core.validation import AT_LEAST_1, SEED, number_argument
-from ..rl.run_report import mechanism  # rl sits above eval: its command line may use it
+from .by_tool import mechanism
 from .heldout import (
     SCORED,
     SEEDS_ROW,

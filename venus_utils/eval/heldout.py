@@ -7,7 +7,7 @@
   headline accuracy, so a model's per-question results are deterministic and a later stage reuses them as a paired
   baseline; ``samples`` > 1 at a temperature gives pass@k, reported separately), many questions at once (the local
   backend batches concurrent generations into one ``generate`` call).
-- **One scorer**: :func:`venus_utils.eval.metrics.score` with the configured :class:`~venus_utils.eval.judge.Judge`
+- **One scorer**: :func:`venus_utils.eval.metrics.score` with the configured :class:`~venus_utils.judging.judge.Judge`
   (the offline judge by default, the LLM judge when its endpoint is set); its verdict method is kept per answer.
 - **One set of statistics**: :mod:`venus_utils.eval.stats` (intervals, paired McNemar comparisons).
 
@@ -39,9 +39,9 @@ from ..core.paths import CONTROL_DIR, RFT_DIR, RL_STAGE, SFT_STAGE
 from ..core.qa_files import load_questions, made_with, stratified_sample
 from ..core.stage import RUN_PROFILE, SUMMARY
 from ..core.world_store import load_world_questions
+from ..judging.judge import Judge
 from ..tools import make_toolbox
 from . import metrics
-from .judge import Judge
 from .stats import accuracy_ci, accuracy_table, comparison_table, paired_comparison, seed_level
 
 HELDOUT_DIR = "heldout"

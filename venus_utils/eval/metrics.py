@@ -1,7 +1,7 @@
 """Evaluation metrics over the agent's predictions: accuracy, pass@k, per-source tables and behaviour.
 
 The flow in notebook 05 is ``attach_answers`` (predictions + ground truth) -> ``score`` (exact match and
-token F1 from :mod:`venus_utils.eval.answers`, the judge's verdict from :mod:`venus_utils.eval.judge`) ->
+token F1 from :mod:`venus_utils.judging.answers`, the judge's verdict from :mod:`venus_utils.judging.judge`) ->
 the tables below.  A *scored* table has one row per (question, sample) with at least ``id``, ``source``,
 ``sample``, ``correct`` (0/1, the judge's verdict), ``em``, ``f1``, ``turns``, ``tool_call_count`` and
 ``termination``.
@@ -26,8 +26,8 @@ import pandas as pd
 
 from ..core.paper import results_table
 from ..core.validation import parse_shard
-from . import answers
-from .judge import Judge, judged_score
+from ..judging import answers
+from ..judging.judge import Judge, judged_score
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -83,10 +83,10 @@ def score(
 ) -> pd.DataFrame:
     """Add ``em``, ``f1`` and ``correct`` columns to a table with ``question``, ``prediction``, ``answer``.
 
-    ``judge`` decides ``correct``: a :class:`venus_utils.eval.judge.Judge` (its verdict method, e.g. exact /
+    ``judge`` decides ``correct``: a :class:`venus_utils.judging.judge.Judge` (its verdict method, e.g. exact /
     llm / offline / error, goes in ``judge_method``), or a function ``(questions, predictions, answers) ->
     scores``; by default the configured judge (``Judge.from_env()``).  EM and F1 come from
-    :mod:`venus_utils.eval.answers` unless given.
+    :mod:`venus_utils.judging.answers` unless given.
     """
     if exact_match is None or token_f1 is None:
         exact_match = exact_match or answers.exact_match

@@ -15,7 +15,7 @@
 - :class:`IGPOConfig`: every knob, DR-Venus's values as defaults.
 
 Torch / TRL are imported by the submodules that need them, not here (``IGPOTrainer``: import it from
-:mod:`venus_utils.rl.igpo_trainer`).  The judge the trainer takes: :func:`venus_utils.eval.judge.judge_function`.
+:mod:`venus_utils.rl.igpo_trainer`).  The judge the trainer takes: :func:`venus_utils.judging.judge.judge_function`.
 """
 
 from ..core.protocol import turn_format_error, turn_format_errors

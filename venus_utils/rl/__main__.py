@@ -46,7 +46,7 @@ from ..core.paths import CONTROL_DIR, RFT_DIR, SFT_STAGE
 from ..core.stage import SUMMARY, Stage, resolve_run_dir
 from ..core.stopping import end_processes
 from ..eval import heldout as ho
-from ..eval.judge import Judge, judge_function
+from ..judging.judge import Judge, judge_function
 from ..run.cli import parse_sets, run_cli, stage_params
 from ..sft.diagnostics import convergence_note
 from ..tools import make_toolbox

@@ -17,7 +17,7 @@ from ..core.io import read_json
 from ..core.paths import CONTROL_DIR, SFT_STAGE
 from ..core.stage import SUMMARY, Stage
 from ..eval import heldout as ho
-from ..eval.judge import Judge
+from ..judging.judge import Judge
 from ..sft.continuation import train_control
 from ..tools import make_toolbox
 from .steps import heldout_eval, heldout_scores, stage_inputs

@@ -40,7 +40,7 @@ from ..core.env import available
 from ..core.io import read_jsonl, write_jsonl
 from ..core.perf import FlopCounter, PhaseTimer
 from ..core.protocol import extract_answer
-from ..eval.judge import JudgeFn
+from ..judging.judge import JudgeFn
 from .config import IGPOConfig
 from .loss import policy_loss, token_logprobs
 from .rewards import Episode, call_reward_cell, episode_rewards, reward_functions
@@ -142,7 +142,7 @@ class IGPOTrainer(AtomicCheckpoints, GRPOTrainer):
     :func:`~.loss.policy_loss` (see the module docstring); a ``checkpoint-N`` folder appears only when complete
     (:class:`~venus_utils.core.checkpoints.AtomicCheckpoints`).
 
-    ``judge`` scores the final answers (:func:`venus_utils.eval.judge.judge_function`); ``turn_reward`` /
+    ``judge`` scores the final answers (:func:`venus_utils.judging.judge.judge_function`); ``turn_reward`` /
     ``outcome_reward`` replace DR-Venus's rewards and ``turn_advantages`` (a rule over the step's whole batch,
     :data:`~.batch.TurnAdvantages`) its advantages (``reward_mode='igpo'`` only: notebook 04's cells);
     ``resume_step``: the checkpoint step a rerun resumes from.

@@ -40,7 +40,7 @@ from ..core.perf import FlopCounter
 from ..core.progress import report as report_progress
 from ..core.stage import Stage
 from ..eval import heldout as ho
-from ..eval.judge import Judge, judge_function, judged_score
+from ..judging.judge import Judge, judge_function, judged_score
 from ..sft.continuation import continue_sft
 from ..sft.data import IGNORE
 from ..tools import make_toolbox

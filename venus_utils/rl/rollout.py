@@ -21,7 +21,7 @@ import httpx
 
 from ..agent import AgentConfig, OpenAIBackend, TransformersBackend, run_many
 from ..core.aio import run_coroutine
-from ..eval.judge import judged_score
+from ..judging.judge import judged_score
 from .config import IGPOConfig
 from .rewards import Episode
 

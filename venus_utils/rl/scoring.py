@@ -11,7 +11,7 @@ import math
 from collections.abc import Sequence
 
 from ..core.protocol import turn_format_errors
-from ..eval.judge import JudgeFn, JudgeUnavailable
+from ..judging.judge import JudgeFn, JudgeUnavailable
 from .config import IGPOConfig
 from .info_gain import compute_info_gains
 from .rewards import Episode

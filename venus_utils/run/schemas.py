@@ -57,7 +57,7 @@ from ..data import rules
 from ..data.clean_core import CleanConfig
 from ..data.resample import ResamplePolicy
 from ..demo import runs
-from ..eval import judge
+from ..judging import judge
 from ..modeling import model, tokenizer
 from ..rl.config import IGPOConfig
 from ..sft.config import SFTConfig

@@ -21,7 +21,7 @@ from dataclasses import fields
 from ..core.distributed import is_main_process, world_size
 from ..core.paths import RESAMPLING_STAGE, SETUP_STAGE, SFT_STAGE
 from ..core.stage import Stage
-from ..eval.judge import Judge
+from ..judging.judge import Judge
 from ..run.cli import parse_sets, run_cli, stage_params
 from .config import SFTConfig
 from .data import examples_from_parquet

@@ -22,7 +22,7 @@ from tqdm.auto import tqdm
 
 from ..core import protocol
 from ..core.checkpoints import checkpoints
-from ..eval.answers import aliases, exact_match, normalize_answer
+from ..judging.answers import aliases, exact_match, normalize_answer
 from .data import IGNORE, _as_messages, tokenize_conversation
 
 PARTS = ("system", "question", "tool_responses", "assistant", "template")

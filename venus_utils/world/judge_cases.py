@@ -2,7 +2,7 @@
 
 Each case is ``{"answer", "ground_truth", "verdict", "kind"}``: an answer an agent could give, the ground truth as
 the world's questions store it (aliases joined by ``<|answer_split|>``), whether the exact judge
-(:func:`venus_utils.eval.answers.exact_answer`) must accept it, and what kind of case it is.
+(:func:`venus_utils.judging.answers.exact_answer`) must accept it, and what kind of case it is.
 
 Accepted kinds are the truth's aliases and what the judge's normalisation takes away: every alias as written, in lower
 and upper case, with an article, with punctuation or accents, with surrounding whitespace, in markdown emphasis (bold,

@@ -4,7 +4,7 @@ DR-Venus grades answers with an LLM judge (Qwen3-235B-A22B-Instruct-2507 by defa
 grader prompt, after an exact-match shortcut.  Here:
 
 1. an empty answer is incorrect; an answer that, normalised, equals *any* alias is correct without a call
-   (:func:`venus_utils.eval.answers.exact_answer`, the offline judge's rule below);
+   (:func:`venus_utils.judging.answers.exact_answer`, the offline judge's rule below);
 2. with an endpoint configured, the LLM judges the rest (temperature 0.1, top_p 0.95, 3 attempts); all
    aliases are shown to it as acceptable answers; verdicts are cached on disk (SQLite) keyed by
    (question, answer, ground truth, judge model), so a rerun costs nothing;

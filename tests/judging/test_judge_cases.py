@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from venus_utils.eval import answers, heldout
-from venus_utils.eval import judge as J
+from venus_utils.eval import heldout
+from venus_utils.judging import answers
+from venus_utils.judging import judge as J
 from venus_utils.world.judge_cases import ACCEPT_KINDS, REFUSE_KINDS, labelled_cases
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from venus_utils.eval import judge as J
+from venus_utils.judging import judge as J
 
 
 class StandIn:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from venus_utils.eval import answers
+from venus_utils.judging import answers
 
 
 @pytest.mark.parametrize(
