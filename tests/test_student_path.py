@@ -27,7 +27,7 @@ from venus_utils.core.profiles import discover_notebooks
 from venus_utils.run import install
 
 NOTEBOOKS = discover_notebooks()
-INSTALL_MARK = 'find_spec("venus_utils")'
+INSTALL_MARK = install.INSTALL_MARK
 GIT = [
     "git",
     "-c",
@@ -57,7 +57,9 @@ def repository_url() -> str:
 def test_install_cells_are_identical_and_name_the_repository():
     sources = {nb.stem: nbformat.read(nb, as_version=4) for nb in NOTEBOOKS}
     cells = {stem: nb.cells[install_cell(nb)].source for stem, nb in sources.items()}
-    assert len(set(cells.values())) == 1, "the install cell differs between notebooks"
+    assert set(cells.values()) == {install.install_cell(repository_url())}, (
+        "an install cell is not venus_utils/run/install.py's INSTALL_CELL (--set-url <url> writes it)"
+    )
     cell = next(iter(cells.values()))
     assert f'"git+{repository_url()}"' in cell, "REPO_URL and pyproject's [project.urls] Repository disagree"
     for stem, nb in sources.items():
@@ -359,3 +361,21 @@ def test_the_url_command_checks_and_refuses_in_one_line(capsys):
     assert capsys.readouterr().err.strip() == (
         "error: not a GitHub repository URL (https://github.com/<owner>/<name>): 'http://example.org/x'"
     )
+
+
+def test_an_install_cell_edited_by_hand_is_reported_and_rewritten_from_its_one_source(tmp_path):
+    """The install cell has one source, venus_utils/run/install.py's INSTALL_CELL: a notebook whose copy differs is
+    named by --check, and --set-url writes the source back."""
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO_ROOT / name, tmp_path / name)
+    shutil.copytree(REPO_ROOT / "notebooks", tmp_path / "notebooks", ignore=shutil.ignore_patterns("runs", ".*"))
+    path = tmp_path / "notebooks" / "03_sft_unsloth.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    nb.cells[install_cell(nb)].source += "\nprint('my edit')"
+    nbformat.write(nb, path)
+    assert install.disagreements(tmp_path) == [
+        "notebooks/03_sft_unsloth.ipynb: its install cell is not venus_utils/run/install.py's INSTALL_CELL "
+        f"(--set-url {repository_url()} writes it)"
+    ]
+    assert install.set_url(repository_url(), tmp_path) == [path]
+    assert install.disagreements(tmp_path) == []

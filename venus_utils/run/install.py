@@ -1,13 +1,13 @@
 """What a notebook's install cell does after it has put the package itself in place, and where the repository's URL
 is set.
 
-**The install cell** (the same in every notebook, right after its ``parameters`` cell) runs only where ``venus_utils``
-is not importable. It installs the package alone (``pip install --no-deps``): from this checkout (editable) when the
-notebook sits in one, else from ``REPO_URL`` (a bare runtime such as Colab, which downloads only the notebook). Then it
-calls :func:`install_dependencies`, which installs the package's dependencies, with the ``colab`` extra (Unsloth) on
-a GPU runtime, naming the runtime's torch so that pip keeps it. This module therefore imports nothing beyond the
-standard library (and the package's own stdlib-only ``core.io`` and ``core.paths``): it runs before the
-dependencies are there.
+**The install cell** (:data:`INSTALL_CELL`, written into every notebook right after its ``parameters`` cell by
+``--set-url``; ``--check`` names a notebook whose copy differs) runs only where ``venus_utils`` is not importable. It
+installs the package alone (``pip install --no-deps``): from this checkout (editable) when the notebook sits in one,
+else from ``REPO_URL`` (a bare runtime such as Colab, which downloads only the notebook). Then it calls
+:func:`install_dependencies`, which installs the package's dependencies, with the ``colab`` extra (Unsloth) on a GPU
+runtime, naming the runtime's torch so that pip keeps it. This module therefore imports nothing beyond the standard
+library (and the package's own stdlib-only ``core.io`` and ``core.paths``): it runs before the dependencies are there.
 
 **The repository URL** is one setting, ``[project.urls] Repository`` in ``pyproject.toml``. The install cells'
 ``REPO_URL`` and the README's Colab badge are written from it: ``python -m venus_utils.run.install --set-url
@@ -31,12 +31,42 @@ from ..core.paths import REPO_ROOT
 
 DIST = "venus-recipe"
 PLACEHOLDER = "https://github.com/OWNER_NOT_SET/venus-recipe"  # until the repository is published
-#: ``REPO_URL = os.environ.get("VENUS_RECIPE_URL", "git+<url>")`` in every install cell
-CELL_URL = re.compile(r'(REPO_URL = os\.environ\.get\("VENUS_RECIPE_URL", "git\+)([^"]*)(")')
 #: ``Repository = "<url>"`` under ``[project.urls]`` (a TOML basic string)
 PYPROJECT_URL = re.compile(r'(?m)^(Repository = ")([^"]*)(")$')
 #: the Colab badge's link in the README: ``https://colab.research.google.com/github/<owner>/<name>/blob/...``
 BADGE_URL = re.compile(r"(https://colab\.research\.google\.com/github/)([^/\s)]+/[^/\s)]+)(/blob/)")
+
+#: the install cell of every notebook, right after its ``parameters`` cell (``<URL>``: the repository URL);
+#: ``--set-url`` writes it into every notebook, ``--check`` lists a notebook whose cell differs
+INSTALL_CELL = """\
+# Install venus_utils once per runtime (nothing where it imports already): this checkout (or VENUS_RECIPE_DIR), else,
+# on a bare runtime such as Colab, the repository at REPO_URL; then its dependencies, keeping the runtime's torch.
+import importlib.util
+import os
+import subprocess
+import sys
+
+REPO_URL = os.environ.get("VENUS_RECIPE_URL", "git+<URL>")  # pyproject.toml
+if found := importlib.util.find_spec("venus_utils"):
+    print(f"venus_utils already importable from {os.path.dirname(found.origin)}: nothing installed")
+else:
+    clone = next((d for d in ("..", ".") if os.path.isfile(f"{d}/venus_utils/run/install.py")), None)
+    checkout = os.environ.get("VENUS_RECIPE_DIR") or clone  # notebooks opened in a clone of the repository
+    package = ["-e", os.path.abspath(checkout)] if checkout else [f"venus-recipe @ {REPO_URL}"]
+    subprocess.check_call([sys.executable, "-m", "pip", "install", "-q", "--no-deps", *package])  # the package alone
+    if checkout:  # an editable install is seen by new kernels; this one reads the checkout now
+        sys.path.insert(0, package[1])
+    importlib.invalidate_caches()
+    from venus_utils.run.install import install_dependencies
+
+    install_dependencies(package[-1])  # + Unsloth on a GPU (the `colab` extra): venus_utils/run/install.py
+"""
+INSTALL_MARK = "# Install venus_utils once per runtime"  # how an install cell starts
+
+
+def install_cell(url: str) -> str:
+    """The install cell with ``url`` as the repository URL (``REPO_URL``'s default)."""
+    return INSTALL_CELL.replace("<URL>", url).rstrip("\n")
 
 
 def on_gpu() -> bool:
@@ -105,57 +135,62 @@ def repository_url(root: Path = REPO_ROOT) -> str:
     return found[2]
 
 
-def _places(root: Path) -> list[tuple[Path, re.Pattern, str]]:
-    """Every file that holds the URL, the pattern that finds it there, and what the setting makes of it."""
-    url = repository_url(root)
-    places = [(root / "pyproject.toml", PYPROJECT_URL, url), (root / "README.md", BADGE_URL, github_path(url))]
-    places += [(nb, CELL_URL, url) for nb in sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb"))]
-    return places
+def _notebooks(root: Path) -> list[Path]:
+    return sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
 
-def _read(path: Path) -> str:
-    """The text the URL is looked up in: a notebook's cells, joined; any other file as it is."""
-    text = path.read_text(encoding="utf-8")
-    if path.suffix != ".ipynb":
-        return text
-    return "\n".join("".join(cell["source"]) for cell in json.loads(text)["cells"])
+def _install_cells(nb: dict) -> list[dict]:
+    """The install cells of a notebook (its code cells that start as :data:`INSTALL_CELL` does)."""
+    return [c for c in nb["cells"] if c["cell_type"] == "code" and "".join(c["source"]).startswith(INSTALL_MARK)]
 
 
 def disagreements(root: Path = REPO_ROOT) -> list[str]:
-    """One line per place whose URL is not the setting's (or that lacks it); empty when all agree."""
+    """One line per place whose URL is not the setting's (or that lacks it), and per notebook whose install cell is
+    not :data:`INSTALL_CELL` with the setting's URL; empty when all agree."""
+    url = repository_url(root)
     out = []
-    for path, pattern, want in _places(root):
-        found = [m[2] for m in pattern.finditer(_read(path))]
+    for path, pattern, want in [
+        (root / "pyproject.toml", PYPROJECT_URL, url),
+        (root / "README.md", BADGE_URL, github_path(url)),
+    ]:
+        found = [m[2] for m in pattern.finditer(path.read_text(encoding="utf-8"))]
         if not found:
             out.append(f"{path.relative_to(root)}: no repository URL found")
         out += [f"{path.relative_to(root)}: {got!r}, the setting is {want!r}" for got in found if got != want]
+    for path in _notebooks(root):
+        cells = _install_cells(json.loads(path.read_text(encoding="utf-8")))
+        if len(cells) != 1:
+            out.append(f"{path.relative_to(root)}: {len(cells)} install cells, one expected")
+        elif "".join(cells[0]["source"]) != install_cell(url):
+            out.append(
+                f"{path.relative_to(root)}: its install cell is not venus_utils/run/install.py's INSTALL_CELL "
+                f"(--set-url {url} writes it)"
+            )
     return out
 
 
 def set_url(url: str, root: Path = REPO_ROOT) -> list[Path]:
-    """Make ``url`` the repository's URL in ``pyproject.toml``, every install cell and the README's badge; returns the
-    files changed.  The whole URL is checked and every file's new text made before anything is written; then each is
-    written atomically (a notebook keeps nbformat 4's one-space indent), and should a write fail, the files already
-    written get their old text back: all of them change, or none."""
+    """Make ``url`` the repository's URL in ``pyproject.toml`` and the README's badge, and write :data:`INSTALL_CELL`
+    with it into every notebook; returns the files changed.  The whole URL is checked and every file's new text made
+    before anything is written; then each is written atomically (a notebook keeps nbformat 4's one-space indent), and
+    should a write fail, the files already written get their old text back: all of them change, or none."""
     url = normalised_url(url)  # refused before anything is read or written
     repository_url(root)  # the setting's line exists
     texts: dict[Path, tuple[str, str]] = {}
     pyproject = root / "pyproject.toml"
     text = pyproject.read_text(encoding="utf-8")
     texts[pyproject] = (text, PYPROJECT_URL.sub(lambda m: m[1] + url + m[3], text))
-    places = [(root / "README.md", BADGE_URL, github_path(url))]
-    places += [(nb, CELL_URL, url) for nb in sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb"))]
-    for path, pattern, want in places:
+    readme = root / "README.md"
+    text = readme.read_text(encoding="utf-8")
+    texts[readme] = (text, BADGE_URL.sub(lambda m: m[1] + github_path(url) + m[3], text))
+    for path in _notebooks(root):
         text = path.read_text(encoding="utf-8")
-        if path.suffix == ".ipynb":
-            nb = json.loads(text)
-            for cell in nb["cells"]:
-                cell["source"] = pattern.sub(lambda m, w=want: m[1] + w + m[3], "".join(cell["source"]))
-                cell["source"] = cell["source"].splitlines(keepends=True)
-            new = json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
-        else:
-            new = pattern.sub(lambda m, w=want: m[1] + w + m[3], text)
-        texts[path] = (text, new)
+        nb = json.loads(text)
+        cells = _install_cells(nb)
+        if len(cells) != 1:
+            raise ValueError(f"{path}: {len(cells)} install cells, one expected")
+        cells[0]["source"] = install_cell(url).splitlines(keepends=True)
+        texts[path] = (text, json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
     changed: list[Path] = []
     try:
         for path, (old, new) in texts.items():
