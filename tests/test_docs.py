@@ -111,7 +111,11 @@ def user_facing_texts():
 
 
 #: the project's history in words a newcomer cannot follow, and statements known to have gone stale
-HISTORY = re.compile(r"\bissues? #?\d+\b|\bthe speed issue\b|\bcandB\b|\bthe design tree\b", re.I)
+HISTORY = re.compile(
+    r"\bissues? #?\d+\b|\bthe speed issue\b|\bcandB\b|\bthe design tree\b"
+    r"|\bcommit [0-9a-f]{7,40}\b|\bdesign commit [0-9a-f]{7,40}\b",  # a bare hash: name the commit by what it added
+    re.I,
+)
 STALE = ("six stages", "four parameter files", "not re-timed", "not yet measured")
 
 
