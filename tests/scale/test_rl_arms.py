@@ -386,7 +386,7 @@ def test_the_rejection_sampling_arm_samples_filters_and_fine_tunes_for_the_budge
     run_cli(["-m", "venus_utils.sft", "train", *sft, "--set", "max_steps=3", "--set", "save_steps=3"], timeout=300)
     sets = {"filter_samples": 0, "max_steps": 2, "max_turns": 2, "max_tokens_per_turn": 12, "heldout_n": 4}
     params, _ = stage_params(REPO_ROOT / "params" / "smoke.yaml", "04_igpo_rl", sets)
-    cfg = IGPOConfig.from_dict(params)
+    cfg = IGPOConfig.from_params(params)
     kw = dict(train_questions=params["train_questions"], heldout_n=4, judge=_AnyAnswer(), progress=False)
     arm = run / "04_igpo_rl_rft"
     with pytest.raises(ValueError, match="nothing is left for SFT"):  # a budget the sampling alone spends

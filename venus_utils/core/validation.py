@@ -21,7 +21,7 @@ import reprlib
 import types
 import typing
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 #: How much of a refused value a message quotes (:func:`quote`): a value of millions of items, or one nested deep, is
@@ -248,6 +248,33 @@ def parameter_values(namespace: dict[str, Any], names: set[str] | frozenset[str]
     or function imported under a setting's name is never taken for it."""
     literal = (str, int, float, bool, type(None), list, tuple, dict)
     return {k: v for k, v in namespace.items() if k in names and isinstance(v, literal)}
+
+
+class StageSettings:
+    """What every stage config (a dataclass of settings: ``SFTConfig``, ``IGPOConfig``) is built and read back with,
+    the same way: :meth:`from_params` takes the settings out of a notebook's ``globals()`` or a command line's
+    parameters (other keys ignored: they are other things), :meth:`from_dict` takes a mapping of settings only (an
+    unknown key is an error naming it), :meth:`to_dict` gives them back."""
+
+    LABEL = "stage"  # how messages name the config's settings ("unknown SFT setting(s) ...")
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any], **overrides: Any):
+        """From a notebook's parameters (``globals()``) or a command line's: the keys that are settings and hold
+        parameter values (:func:`parameter_values`), then ``overrides``. One call: a new setting needs no retyping."""
+        return cls(**{**parameter_values(params, {f.name for f in fields(cls)}), **overrides})
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]):
+        """From a mapping of settings only (a saved ``to_dict``); an unknown key is an error that names it."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"unknown {cls.LABEL} setting(s) {unknown}; known: {sorted(known)}")
+        return cls(**values)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 def number_argument(rng: Range, kind: type = int) -> Callable[[str], Any]:

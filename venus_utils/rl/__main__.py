@@ -73,7 +73,7 @@ from .training_rows import qa_rows
 def train(args: argparse.Namespace) -> dict:
     """The steps of :mod:`venus_utils.rl.steps`, back to back, as notebook 04 runs them."""
     params, profile = stage_params(args.params, STAGE, parse_sets(args.sets))
-    cfg = IGPOConfig.from_dict(params)
+    cfg = IGPOConfig.from_params(params)
     turn_reward, outcome_reward = reward_functions(cfg)
     # inputs first: a missing question file or upstream stage fails before the stage folder or any model exists
     stage = Stage(STAGE, args.run_dir or f"runs/{profile}", args.out, profile)
@@ -211,7 +211,7 @@ def rft(args: argparse.Namespace, run: Path) -> dict:
     return train_rft_arm(
         run,
         igpo_budget(run, RFT_ARM),
-        IGPOConfig.from_dict(params),
+        IGPOConfig.from_params(params),
         offline=params["offline"],
         train_qa=params["train_qa"],
         train_questions=params["train_questions"],

@@ -7,8 +7,7 @@ sizes (steps, group size, turns, lengths), never the algorithm.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from dataclasses import dataclass, field
 
 from ..core.defaults import stage_defaults
 from ..core.paths import RL_STAGE
@@ -21,8 +20,8 @@ from ..core.validation import (
     POSITIVE,
     SEED,
     Range,
+    StageSettings,
     check_fields,
-    parameter_values,
 )
 
 INFO_GAIN_TYPES = ("log_prob_diff", "prob_diff")
@@ -77,7 +76,9 @@ LESSON = stage_defaults(RL_STAGE)
 
 
 @dataclass
-class IGPOConfig:
+class IGPOConfig(StageSettings):
+    LABEL = "RL"  # "unknown RL setting(s) ..." (a class attribute, not a setting)
+
     # --- which rewards (the IGPO-against-GRPO comparison) ------------------------------------------------------
     reward_mode: str = field(
         default=LESSON["reward_mode"],
@@ -290,12 +291,3 @@ class IGPOConfig:
     @property
     def trajectories_per_step(self) -> int:
         return self.prompts_per_step * self.num_generations
-
-    @classmethod
-    def from_dict(cls, params: dict[str, Any]) -> IGPOConfig:
-        """Build from a parameter mapping (a CLI's parameters, or a notebook's ``globals()``: one call), ignoring keys
-        that are not config fields or do not hold parameter values; unknown names are the caller's."""
-        return cls(**parameter_values(params, {f.name for f in fields(cls)}))
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)

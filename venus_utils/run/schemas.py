@@ -194,7 +194,7 @@ def _fields_of(cls: type) -> Callable[[], set[str]]:
 
 def _build_fields(cls: type) -> Callable[[dict[str, Any]], Any]:
     """``Cls(**the parameters named like its fields)``: what notebooks 03 and 04 do (``SFTConfig.from_params``,
-    ``IGPOConfig.from_dict``)."""
+    ``IGPOConfig.from_params``)."""
 
     def build(params: dict[str, Any]) -> Any:
         names = {f.name for f in fields(cls)}

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import fields
 
 from ..core.distributed import is_main_process, world_size
 from ..core.paths import RESAMPLING_STAGE, SETUP_STAGE, SFT_STAGE
@@ -43,8 +42,7 @@ def train(args: argparse.Namespace) -> dict:
     with stage.timed("tokenize"):
         train_set = examples_from_parquet(data_dir / "train.parquet", tokenizer, max_length=params["max_length"])
         val_set = examples_from_parquet(data_dir / "val.parquet", tokenizer, max_length=params["max_length"])
-    names = {f.name for f in fields(SFTConfig)}
-    cfg = SFTConfig.from_dict({**{k: v for k, v in params.items() if k in names}, "engine": engine})
+    cfg = SFTConfig.from_params(params, engine=engine)
     limit = params.get("val_rows_limit")
     world_dir = stage.upstream(SETUP_STAGE) / "world" if params["offline"] else None
     plateau = plateau_from_params(

@@ -9,8 +9,7 @@ equally (sequence-mean of token-mean).  The offline profiles override what a 1M-
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from dataclasses import dataclass, field
 
 from ..core.defaults import stage_defaults
 from ..core.paths import SFT_STAGE
@@ -23,8 +22,8 @@ from ..core.validation import (
     POSITIVE,
     SEED,
     Range,
+    StageSettings,
     check_fields,
-    parameter_values,
 )
 from .batching import BATCHING_MODES, LOSS_WEIGHTINGS
 
@@ -74,7 +73,9 @@ LESSON = stage_defaults(SFT_STAGE)
 
 
 @dataclass
-class SFTConfig:
+class SFTConfig(StageSettings):
+    LABEL = "SFT"  # "unknown SFT setting(s) ..." (a class attribute, not a setting)
+
     # --- engine ---
     engine: str = field(
         default=LESSON["engine"],
@@ -205,21 +206,3 @@ class SFTConfig:
         if self.schedule_by_time and not self.max_time_minutes and self.max_steps <= 0:
             raise ValueError("schedule_by_time needs max_time_minutes or max_steps (the budget the schedule follows)")
         self.lora_target_modules = tuple(self.lora_target_modules)
-
-    @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> SFTConfig:
-        """Build from a params section; unknown keys are an error that names them."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(f"unknown SFT setting(s) {unknown}; known: {sorted(known)}")
-        return cls(**values)
-
-    @classmethod
-    def from_params(cls, params: dict[str, Any], **overrides: Any) -> SFTConfig:
-        """Build from a notebook's parameters (``globals()``) or a CLI's: the keys that are settings, then
-        ``overrides``; every other key is ignored.  One call, so a new setting needs no retyping."""
-        return cls(**{**parameter_values(params, {f.name for f in fields(cls)}), **overrides})
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
