@@ -31,7 +31,7 @@ from ..tools import make_toolbox
 from . import backends
 from .file_runs import question_rows, run_file
 from .loop import run_agent
-from .settings import resolve_agent_settings
+from .settings import add_settings_options, resolve_agent_settings
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -44,27 +44,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--mode", default="inference", choices=["inference", "rl"], help="DR-Venus's inference or RL loop settings"
     )
-    p.add_argument(
-        "--max-turns",
-        type=number_argument(AT_LEAST_1),
-        default=None,
-        help="assistant turns per question (default: the model folder's venus_agent.json, else 200)",
-    )
-    p.add_argument(
-        "--max-new-tokens",
-        type=number_argument(AT_LEAST_1),
-        default=None,
-        help="new tokens per turn (default: the model folder's venus_agent.json, else 15000; rl: 8192)",
-    )
+    add_settings_options(p, dr_venus_fallback=True)
     p.add_argument("--temperature", type=number_argument(NON_NEGATIVE, float), default=None)
     p.add_argument("--tool-timeout", type=number_argument(POSITIVE, float), default=150.0)
-    p.add_argument(
-        "--system-prompt-style",
-        default=None,
-        choices=["dr-venus", "compact"],
-        help="the system prompt the model was trained with (compact: the offline profiles); default: the "
-        "model folder's venus_agent.json, else dr-venus",
-    )
 
 
 MODEL_HINT = "expected a save_pretrained model folder or an http(s)://host:port/v1 server"

@@ -28,13 +28,13 @@ import httpx
 
 from ..core.checkpoints import check_model
 from ..core.env import redact, secret
-from ..core.protocol import safe_messages
+from ..core.protocol import RL_TOKENS_PER_TURN, safe_messages
 from .conversation import ChatTokens, Conversation
 
 
 @dataclass(frozen=True)
 class Sampling:
-    max_new_tokens: int = 8192
+    max_new_tokens: int = RL_TOKENS_PER_TURN
     temperature: float = 1.0
     top_p: float = 0.95
     top_k: int | None = None

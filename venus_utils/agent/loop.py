@@ -39,9 +39,9 @@ from .conversation import Conversation
 class AgentConfig:
     """Loop settings; defaults are DR-Venus's inference demo (``run_demo.py``), :meth:`rl` gives its RL rollout."""
 
-    max_turns: int = 200  # assistant turns (the last one is forced to answer)
+    max_turns: int = protocol.MAX_TURNS  # assistant turns (the last one is forced to answer)
     context_limit: int = 240_000  # force a final answer when the context exceeds this many tokens
-    max_new_tokens: int = 15_000  # per turn (RL: 8192)
+    max_new_tokens: int = protocol.INFERENCE_TOKENS_PER_TURN  # per turn (RL: protocol.RL_TOKENS_PER_TURN)
     temperature: float = 1.0
     top_p: float = 0.95
     top_k: int | None = 20  # RL: off
@@ -68,14 +68,14 @@ class AgentConfig:
         retries, no stop strings, unknown tools allowed, the RL malformed message, context 261000 - 8192, and its
         tag repair (an unclosed ``<think>`` is closed at the end of the turn: a call inside it is penalised)."""
         values = dict(
-            max_new_tokens=8192,
+            max_new_tokens=protocol.RL_TOKENS_PER_TURN,
             top_k=None,
             presence_penalty=0.0,
             stop=(),
             attempts=1,
             reject_unknown_tools=False,
             malformed_message=protocol.MALFORMED_RL,
-            context_limit=252_808,
+            context_limit=protocol.RL_CONTEXT_TOKENS - protocol.RL_TOKENS_PER_TURN,
             tag_repair="training",
         )
         return cls(**{**values, **overrides})

@@ -20,6 +20,7 @@ A model without the file (a base model, an OpenAI-compatible endpoint without ``
 
 from __future__ import annotations
 
+import argparse
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -28,11 +29,43 @@ from typing import Any
 
 from ..core import protocol
 from ..core.io import read_json, write_json
+from ..core.validation import AT_LEAST_1, number_argument
 from .loop import AgentConfig
 
 SETTINGS_FILE = "venus_agent.json"
 KEYS = ("system_prompt_style", "max_turns", "max_new_tokens")
 STAGES = ("sft", "rl")
+
+
+def add_settings_options(parser: argparse.ArgumentParser, dr_venus_fallback: bool = False) -> None:
+    """The command-line options of :data:`KEYS`, the same wherever a model is run (``python -m venus_utils.agent``,
+    ``python -m venus_utils.eval validate``): each defaults to None, which :func:`resolve_agent_settings` resolves
+    from the model folder's ``venus_agent.json`` (``dr_venus_fallback``: the help names DR-Venus's values, what a
+    folder without the file gets)."""
+
+    rl_tokens = protocol.RL_TOKENS_PER_TURN
+
+    def default(dr_venus: str) -> str:
+        return f"default: the model folder's {SETTINGS_FILE}" + (f", else {dr_venus}" if dr_venus_fallback else "")
+
+    parser.add_argument(
+        "--max-turns",
+        type=number_argument(AT_LEAST_1),
+        default=None,
+        help=f"assistant turns per question ({default(str(protocol.MAX_TURNS))})",
+    )
+    parser.add_argument(
+        "--max-new-tokens",
+        type=number_argument(AT_LEAST_1),
+        default=None,
+        help=f"new tokens per turn ({default(f'{protocol.INFERENCE_TOKENS_PER_TURN}; --mode rl: {rl_tokens}')})",
+    )
+    parser.add_argument(
+        "--system-prompt-style",
+        default=None,
+        choices=list(protocol.SYSTEM_PROMPT_STYLES),
+        help=f"the system prompt the model was trained with (compact: the offline profiles; {default('dr-venus')})",
+    )
 
 
 def dr_venus_defaults(mode: str = "inference") -> dict[str, Any]:

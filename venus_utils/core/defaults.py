@@ -39,6 +39,7 @@ from .paths import (
     SETUP_STAGE,
     SFT_STAGE,
 )
+from .protocol import INFERENCE_TOKENS_PER_TURN, MAX_TURNS, RL_CONTEXT_TOKENS, RL_TOKENS_PER_TURN
 
 
 @dataclass(frozen=True)
@@ -181,9 +182,9 @@ STAGE_DEFAULTS: dict[str, tuple[str | Param, ...]] = {
         P("micro_batch_size", 2, "trajectories per forward/backward"),
         P("gradient_checkpointing", False, "recompute activations in the update (DR-Venus: on, for a 4B model); off "
                                            "for the tiny model on CPU (faster)"),
-        P("max_turns", 6, "assistant turns per rollout (DR-Venus: 200)"),
-        P("max_tokens_per_turn", 96, "generation limit per turn (DR-Venus: 8192)"),
-        P("max_context_tokens", 8192, "context budget of a rollout (DR-Venus: 261000)"),
+        P("max_turns", 6, f"assistant turns per rollout (DR-Venus: {MAX_TURNS})"),
+        P("max_tokens_per_turn", 96, f"generation limit per turn (DR-Venus: {RL_TOKENS_PER_TURN})"),
+        P("max_context_tokens", 8192, f"context budget of a rollout (DR-Venus: {RL_CONTEXT_TOKENS})"),
         P("learning_rate", 1e-06, "AdamW, constant (DR-Venus: 1e-6)"),
         P("lora_r", 0, "0: full fine-tuning (DR-Venus); > 0: LoRA rank (small GPUs), the reference is the base"),
         P("kl_coef", 0.001, "k3 KL to the SFT policy (DR-Venus: 0.001)"),
@@ -246,8 +247,8 @@ STAGE_DEFAULTS: dict[str, tuple[str | Param, ...]] = {
         P("questions_per_source", 20, "questions drawn per source (None: all of them)"),
         P("samples", 4, "N answers per question; Pass@K is reported for K up to N"),
         "model",
-        P("max_turns", 16, "assistant turns per answer; the last one is forced to answer (DR-Venus: 200)"),
-        P("tokens_per_turn", 1024, "tokens per turn (DR-Venus inference: 15000)"),
+        P("max_turns", 16, f"assistant turns per answer; the last one is forced to answer (DR-Venus: {MAX_TURNS})"),
+        P("tokens_per_turn", 1024, f"tokens per turn (DR-Venus inference: {INFERENCE_TOKENS_PER_TURN})"),
         P("temperature", 1.0, "sampling temperature (DR-Venus: 1.0)"),
         "system_prompt_style",
         P("workers", 8, "answers generated concurrently (a local model batches them)"),
@@ -257,8 +258,8 @@ STAGE_DEFAULTS: dict[str, tuple[str | Param, ...]] = {
         "run_dir", "stage_dir", "profile", "seed", "offline", "device",
         P("question", None, "None: the first question of the offline world's test split"),
         "model",
-        P("max_turns", 8, "assistant turns; the last one is forced to answer (DR-Venus: 200)"),
-        P("tokens_per_turn", 512, "tokens per turn (DR-Venus inference: 15000)"),
+        P("max_turns", 8, f"assistant turns; the last one is forced to answer (DR-Venus: {MAX_TURNS})"),
+        P("tokens_per_turn", 512, f"tokens per turn (DR-Venus inference: {INFERENCE_TOKENS_PER_TURN})"),
         "system_prompt_style",
         P("interactive", True, "True: live HTML step cards (ipywidgets); False: a printed trace (Papermill)"),
         P("replay", "auto", "a saved trace to replay: auto (a shared DR-Venus RL rollout if present) | a path | None"),

@@ -29,6 +29,12 @@ ANSWER_OPEN, ANSWER_CLOSE = "<answer>", "</answer>"
 ANSWER_SPLIT = "<|answer_split|>"  # separates aliases in reward_model.ground_truth
 
 DEFAULT_DATE = "2026-03-01"  # the date of every DR-Venus example and of its RL / inference prompts
+#: DR-Venus's limits (its inference demo and RL rollout loop), written once: the agent loop's and the RL config's
+#: defaults, the demo's bounds and the notebooks' notes read them from here
+MAX_TURNS = 200  # assistant turns per question, inference and RL (the last one is forced to answer)
+INFERENCE_TOKENS_PER_TURN = 15_000  # new tokens per turn, inference
+RL_TOKENS_PER_TURN = 8192  # new tokens per turn, RL rollouts
+RL_CONTEXT_TOKENS = 261_000  # the RL rollout engine's context (max_model_len)
 
 _FLAGS = re.DOTALL | re.IGNORECASE
 

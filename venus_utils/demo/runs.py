@@ -27,13 +27,14 @@ from ..agent.settings import resolve_agent_settings
 from ..core.aio import run_coroutine
 from ..core.env import redact, redact_url
 from ..core.paths import WORLD_DIR
+from ..core.protocol import INFERENCE_TOKENS_PER_TURN, MAX_TURNS
 from ..core.stage import best_model, model_candidates, resolve_run_dir
 from ..tools import make_toolbox
 
 MAX_QUESTION_CHARS = 4000  # a research question, not a document
 MAX_FIELD_CHARS = 512  # URLs, model names, keys, paths
-MAX_STEPS_LIMIT = 200  # DR-Venus's inference default; the UI slider stops here
-MAX_NEW_TOKENS_RANGE = (16, 15_000)  # per turn (DR-Venus inference: 15000)
+MAX_STEPS_LIMIT = MAX_TURNS  # DR-Venus's inference default; the UI slider stops here
+MAX_NEW_TOKENS_RANGE = (16, INFERENCE_TOKENS_PER_TURN)  # per turn (DR-Venus inference: 15,000)
 #: the demo's limits for a model whose folder does not say how it was trained (no venus_agent.json): DR-Venus's
 #: 200 turns x 15,000 tokens would keep a CPU model busy for hours
 DEMO_FALLBACK = {"max_turns": 20, "max_new_tokens": 2048}

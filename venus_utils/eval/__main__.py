@@ -41,6 +41,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..agent.settings import add_settings_options
 from ..core.io import write_json
 from ..core.validation import AT_LEAST_1, SEED, number_argument
 from .by_tool import mechanism
@@ -173,19 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     v.add_argument(
         "--n", type=number_argument(AT_LEAST_1), default=200, help="questions drawn, stratified (default 200)"
     )
-    v.add_argument(
-        "--max-turns",
-        type=number_argument(AT_LEAST_1),
-        default=None,
-        help="turns per question (default: the model's own)",
-    )
-    v.add_argument(
-        "--max-new-tokens",
-        type=number_argument(AT_LEAST_1),
-        default=None,
-        help="tokens per turn (default: the model's own)",
-    )
-    v.add_argument("--system-prompt-style", default=None, help="dr-venus or compact (default: the model folder's own)")
+    add_settings_options(v)
     v.add_argument("--seed", type=number_argument(SEED), default=0, help="the draw's seed")
     v.add_argument("--out", default=None, help="scored table (parquet; default <model>/../validation_<split>.parquet)")
     r = sub.add_parser("rejudge", help="score a run's held-out tables again with the current judge (no model runs)")

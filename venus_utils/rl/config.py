@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from ..core.defaults import stage_defaults
 from ..core.paths import RL_STAGE
 from ..core.perf import PRECISIONS, uses_bf16
-from ..core.protocol import check_system_prompt_style
+from ..core.protocol import MAX_TURNS, RL_CONTEXT_TOKENS, RL_TOKENS_PER_TURN, check_system_prompt_style
 from ..core.validation import (
     AT_LEAST_1,
     FRACTION,
@@ -204,9 +204,13 @@ class IGPOConfig(StageSettings):
     temperature: float = field(default=1.0, metadata={"help": "Sampling temperature (IG logits use it too)."})
     top_p: float = field(default=0.95, metadata={"help": "Nucleus sampling."})
     top_k: int = field(default=-1, metadata={"help": "-1 = off."})
-    max_turns: int = field(default=200, metadata={"help": "Assistant turns per episode (DR-Venus jitters +-4)."})
-    max_tokens_per_turn: int = field(default=8192, metadata={"help": "Generation limit per assistant turn."})
-    max_context_tokens: int = field(default=261000, metadata={"help": "max_model_len of the rollout engine."})
+    max_turns: int = field(default=MAX_TURNS, metadata={"help": "Assistant turns per episode (DR-Venus jitters +-4)."})
+    max_tokens_per_turn: int = field(
+        default=RL_TOKENS_PER_TURN, metadata={"help": "Generation limit per assistant turn."}
+    )
+    max_context_tokens: int = field(
+        default=RL_CONTEXT_TOKENS, metadata={"help": "max_model_len of the rollout engine."}
+    )
     system_prompt_style: str = field(
         default=LESSON["system_prompt_style"],
         metadata={
