@@ -39,7 +39,7 @@ from .paths import (
     SETUP_STAGE,
     SFT_STAGE,
 )
-from .protocol import INFERENCE_TOKENS_PER_TURN, MAX_TURNS, RL_CONTEXT_TOKENS, RL_TOKENS_PER_TURN
+from .protocol import DATA_SEED, INFERENCE_TOKENS_PER_TURN, MAX_TURNS, RL_CONTEXT_TOKENS, RL_TOKENS_PER_TURN
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,8 @@ SHARED: dict[str, Param] = {
     "stage_dir": P("stage_dir", None, "this stage's folder; default: <run_dir>/{stage}"),
     "profile": P("profile", "interactive", "by hand, \"cpu\", \"colab\"... takes params/<profile>.yaml; recorded in "
                                            "summary.json"),
-    "seed": P("seed", 0, "the run's seed: world, data order, training and sampling (DR-Venus's data scripts use 42)"),
+    "seed": P("seed", 0, "the run's seed: world, data order, training and sampling (DR-Venus's data scripts use "
+                                 f"{DATA_SEED})"),
     "offline": P("offline", True, "True: the offline world (local search and visit, the tiny model of 00_setup); "
                                   "False: web tools, API keys from the environment"),
     "device": P("device", "cpu", "device of local models: cpu | cuda | auto"),

@@ -35,6 +35,7 @@ MAX_TURNS = 200  # assistant turns per question, inference and RL (the last one 
 INFERENCE_TOKENS_PER_TURN = 15_000  # new tokens per turn, inference
 RL_TOKENS_PER_TURN = 8192  # new tokens per turn, RL rollouts
 RL_CONTEXT_TOKENS = 261_000  # the RL rollout engine's context (max_model_len)
+DATA_SEED = 42  # DR-Venus's data scripts' seed (cleaning splits, resampling shuffles); the recipe's runs use their own
 
 _FLAGS = re.DOTALL | re.IGNORECASE
 

@@ -194,7 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="shuffle the resampled output (default: off in reference mode, on in strict mode)",
     )
-    p.add_argument("--seed", type=number_argument(SEED), default=42)
+    p.add_argument("--seed", type=number_argument(SEED), default=protocol.DATA_SEED)
     p.add_argument("--keep-intermediate", action="store_true")
     p.add_argument("--keep-metadata", action="store_true")
     p.add_argument("--write-jsonl", action="store_true")

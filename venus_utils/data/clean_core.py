@@ -70,7 +70,7 @@ class CleanConfig:
     )
     policy: ResamplePolicy = field(default_factory=ResamplePolicy)
     shuffle: bool | None = None  # None: off in reference mode (as DR-Venus), on in strict mode
-    seed: int = 42
+    seed: int = protocol.DATA_SEED
     keep_intermediate: bool = False
     keep_metadata: bool = False
     write_jsonl: bool = False

@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..core.io import atomic_path
+from ..core.protocol import DATA_SEED
 
 
 @dataclass
@@ -72,7 +73,9 @@ def permutation(n: int, seed: int) -> np.ndarray:
     return np.random.RandomState(seed).permutation(n)
 
 
-def plan(turns: Sequence[int], policy: ResamplePolicy, shuffle: bool = False, seed: int = 42) -> list[tuple[int, int]]:
+def plan(
+    turns: Sequence[int], policy: ResamplePolicy, shuffle: bool = False, seed: int = DATA_SEED
+) -> list[tuple[int, int]]:
     """Output order as (row index, copy number) pairs: copies contiguous in source order, then shuffled."""
     order = [(i, c) for i, t in enumerate(turns) for c in range(policy.multiplier(int(t)))]
     if shuffle and order:
@@ -119,7 +122,9 @@ def split_groups(keys: Sequence[Hashable], val_fraction: float, seed: int) -> li
     return [k in chosen for k in keys]
 
 
-def resample_table(table, policy: ResamplePolicy, shuffle: bool = True, seed: int = 42, turns_column: str = "_turns"):
+def resample_table(
+    table, policy: ResamplePolicy, shuffle: bool = True, seed: int = DATA_SEED, turns_column: str = "_turns"
+):
     """A pyarrow table resampled by its turn counts, with ``_resample_multiplier`` / ``_sample_copy``.
 
     ``turns_column`` is used when present; otherwise turns are computed from ``messages``.
@@ -137,7 +142,12 @@ def resample_table(table, policy: ResamplePolicy, shuffle: bool = True, seed: in
 
 
 def split_and_resample(
-    table, policy: ResamplePolicy, val_fraction: float, seed: int = 42, shuffle: bool = True, key: str = "question"
+    table,
+    policy: ResamplePolicy,
+    val_fraction: float,
+    seed: int = DATA_SEED,
+    shuffle: bool = True,
+    key: str = "question",
 ):
     """(train, val): split by ``key`` groups, resample the training side only, shuffle both when asked."""
     is_val = split_groups(table.column(key).to_pylist(), val_fraction, seed)
@@ -155,7 +165,7 @@ def write_train_val(
     out_dir,
     policy: ResamplePolicy,
     val_fraction: float,
-    seed: int = 42,
+    seed: int = DATA_SEED,
     shuffle: bool = True,
     columns: tuple[str, ...] = ("question", "messages", "gt"),
 ) -> dict:
