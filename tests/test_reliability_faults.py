@@ -159,7 +159,7 @@ def _wait_for(path: Path, proc: subprocess.Popen, seconds: float = 120) -> None:
 def test_a_second_run_of_a_stage_is_refused_and_a_killed_runs_lock_is_cleared(micro_model_dir, rows, tmp_path, capsys):
     from venus_utils.core.stage import Stage
     from venus_utils.rl.config import IGPOConfig
-    from venus_utils.rl.steps import resume
+    from venus_utils.rl.stage import resume
     from venus_utils.sft import train_sft
 
     run = tmp_path / "run"

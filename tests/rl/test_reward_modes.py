@@ -138,7 +138,7 @@ def test_group_signal_skips_failed_rollouts_and_single_rollout_groups():
 
 
 def test_checkpoint_limit_and_reward_mode_in_the_resume_settings():
-    from venus_utils.rl.steps import resume_settings
+    from venus_utils.rl.stage import resume_settings
 
     assert IGPOConfig().save_total_limit == 2 and IGPOConfig(save_total_limit=None).save_total_limit is None
     with pytest.raises(ValueError, match="save_total_limit=0"):
@@ -154,7 +154,7 @@ def test_reward_functions_and_search_cost_define_the_run(tmp_path):
     nor restored as the finished model of the old rewards."""
     from venus_utils.core.checkpoints import guard_resume
     from venus_utils.rl.rewards import reward_fingerprint
-    from venus_utils.rl.steps import resume_settings
+    from venus_utils.rl.stage import resume_settings
 
     def turn_reward(ep):
         return [None] * (ep.num_turns - 1)

@@ -55,7 +55,7 @@ from .control import train_control_arm
 from .policy import load_policy
 from .rejection import train_rft_arm
 from .rewards import reward_functions
-from .steps import (
+from .stage import (
     STAGE,
     filter_questions,
     heldout_eval,
@@ -71,7 +71,7 @@ from .training_rows import qa_rows
 
 
 def train(args: argparse.Namespace) -> dict:
-    """The steps of :mod:`venus_utils.rl.steps`, back to back, as notebook 04 runs them."""
+    """The steps of :mod:`venus_utils.rl.stage`, back to back, as notebook 04 runs them."""
     params, profile = stage_params(args.params, STAGE, parse_sets(args.sets))
     cfg = IGPOConfig.from_params(params)
     turn_reward, outcome_reward = reward_functions(cfg)

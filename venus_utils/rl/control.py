@@ -2,8 +2,8 @@
 
 :func:`train_control_arm` continues the run's stopped SFT model (:mod:`venus_utils.sft.continuation`) with the
 settings the SFT stage itself ran with (its ``summary.json`` records them), for the model FLOPs an RL arm counted
-(:func:`venus_utils.rl.steps.train_flops`), into ``<run>/04_igpo_rl_control``, then answers the run's held-out
-questions greedily with the SFT model's protocol and pairs it with the SFT model, as :mod:`venus_utils.rl.steps` does
+(:func:`venus_utils.rl.stage.train_flops`), into ``<run>/04_igpo_rl_control``, then answers the run's held-out
+questions greedily with the SFT model's protocol and pairs it with the SFT model, as :mod:`venus_utils.rl.stage` does
 for an RL arm.
 Notebook 04 (``control_arm = True``) and ``python -m venus_utils.rl arms --arms ...,control`` both call it.
 """
@@ -20,7 +20,7 @@ from ..eval import heldout as ho
 from ..judging.judge import Judge
 from ..sft.continuation import train_control
 from ..tools import make_toolbox
-from .steps import heldout_eval, heldout_scores, stage_inputs
+from .stage import heldout_eval, heldout_scores, stage_inputs
 
 
 def sft_settings(run_dir: str | Path) -> dict[str, Any]:

@@ -49,7 +49,7 @@ from .control import sft_settings
 from .policy import load_policy
 from .rewards import Episode
 from .rollout import make_agent_rollout
-from .steps import heldout_eval, heldout_scores, stage_inputs
+from .stage import heldout_eval, heldout_scores, stage_inputs
 from .training_rows import qa_rows
 
 SAMPLES_FILE = "rft_samples.jsonl"  # one line per kept trajectory: question id, input_ids, labels

@@ -1,4 +1,4 @@
-"""The RL stage's steps that notebook 04 and ``python -m venus_utils.rl train`` share (:mod:`venus_utils.rl.steps`)."""
+"""The RL stage's steps that notebook 04 and ``python -m venus_utils.rl train`` share (:mod:`venus_utils.rl.stage`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from venus_utils.core.checkpoints import ResumePoint
 from venus_utils.core.profiles import ConfigError
 from venus_utils.core.stage import Stage, StageMissing
 from venus_utils.rl.config import IGPOConfig
-from venus_utils.rl.steps import filter_questions, finish_limits, stage_inputs, summary_figures
+from venus_utils.rl.stage import filter_questions, finish_limits, stage_inputs, summary_figures
 
 
 def _finished(run_dir, name):

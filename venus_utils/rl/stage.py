@@ -4,7 +4,7 @@ The notebook runs the steps with its teaching in between (the worked IG example,
 plots); the command line (:mod:`venus_utils.rl.__main__`) runs them back to back, under any launcher.
 
 1. :func:`stage_inputs`: the SFT model, the offline world (None: the web tools) and the RL question file, checked
-   before any model loads; then :func:`~.policy.load_policy` and :func:`~.questions.qa_rows`;
+   before any model loads; then :func:`~.policy.load_policy` and :func:`~.training_rows.qa_rows`;
 2. :func:`resume`: checkpoints made with other :func:`resume_settings` are refused, the newest complete one resumed;
 3. :func:`heldout_eval`: the run's held-out questions and the SFT model's protocol (notebook 03's);
 4. :func:`filter_questions`: with ``filter_samples``, only the questions the SFT policy does not always solve;
