@@ -60,7 +60,7 @@ def _micro_sft(tmp_path, **sets):
         "warmup_ratio": 0.0,
         "logging_steps": 1,
         "eval_max_turns": 2,
-        "eval_max_new_tokens": 8,
+        "eval_max_tokens_per_turn": 8,
         "judge_kind": "offline",
         **sets,
     }

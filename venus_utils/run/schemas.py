@@ -133,7 +133,7 @@ PARAMETERS: dict[str, dict[str, Setting]] = {
         "heldout_n_before": _COUNT,
         "judge_kind": _JUDGE,
         "eval_max_turns": _AT_LEAST_ONE,
-        "eval_max_new_tokens": _AT_LEAST_ONE,
+        "eval_max_tokens_per_turn": _AT_LEAST_ONE,
         "curve_checkpoints": _COUNT,
         "curve_rows": _COUNT,
         "export_gguf": _FLAG,
@@ -161,7 +161,7 @@ PARAMETERS: dict[str, dict[str, Setting]] = {
         "samples": _AT_LEAST_ONE,
         "model": Setting(str),
         "max_turns": _AT_LEAST_ONE,
-        "tokens_per_turn": _AT_LEAST_ONE,
+        "max_tokens_per_turn": _AT_LEAST_ONE,
         "temperature": Setting(float, NON_NEGATIVE),
         "workers": _AT_LEAST_ONE,
         "judge_kind": _JUDGE,
@@ -170,7 +170,7 @@ PARAMETERS: dict[str, dict[str, Setting]] = {
         "question": Setting(str | None),
         "model": Setting(str),
         "max_turns": Setting(int, Range(1, runs.MAX_STEPS_LIMIT)),
-        "tokens_per_turn": Setting(int, Range(*runs.MAX_NEW_TOKENS_RANGE)),
+        "max_tokens_per_turn": Setting(int, Range(*runs.MAX_NEW_TOKENS_RANGE)),
         "replay": Setting(str | None),
         "replay_steps": Setting(int | None, NON_NEGATIVE),
     },
@@ -219,7 +219,7 @@ def _demo(params: dict[str, Any]) -> None:
         model=params.get("model", "auto"),
         offline=params.get("offline", True),
         max_steps=params.get("max_turns"),
-        max_new_tokens=params.get("tokens_per_turn"),
+        max_new_tokens=params.get("max_tokens_per_turn"),
         device=params.get("device", "cpu"),
         system_prompt_style=params.get("system_prompt_style", "auto"),
     ).validated()
@@ -285,13 +285,13 @@ STAGE_CONFIGS: dict[str, list[StageConfig]] = {
             AgentConfig,
             {
                 "max_turns": "max_turns",
-                "tokens_per_turn": "max_new_tokens",
+                "max_tokens_per_turn": "max_new_tokens",
                 "temperature": "temperature",
                 "system_prompt_style": "system_prompt_style",
             },
         )
     ],
-    DEMO_STAGE: [StageConfig(_demo, lambda: {"model", "max_turns", "tokens_per_turn"}, label="model: ")],
+    DEMO_STAGE: [StageConfig(_demo, lambda: {"model", "max_turns", "max_tokens_per_turn"}, label="model: ")],
 }
 
 #: Parameters that name a model, file or folder; an absolute or home-relative one must exist.

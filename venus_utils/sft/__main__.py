@@ -58,7 +58,7 @@ def train(args: argparse.Namespace) -> dict:
             agent_settings=dict(
                 system_prompt_style=params["system_prompt_style"],
                 max_turns=params["eval_max_turns"],
-                max_new_tokens=params["eval_max_new_tokens"],
+                max_new_tokens=params["eval_max_tokens_per_turn"],
             ),
             plateau=plateau,
         )

@@ -181,7 +181,7 @@ def continue_sft(
             agent_settings=dict(
                 system_prompt_style=params["system_prompt_style"],
                 max_turns=params["eval_max_turns"],
-                max_new_tokens=params["eval_max_new_tokens"],
+                max_new_tokens=params["eval_max_tokens_per_turn"],
             ),
             lr_factor=lr_factor(start_step, steps, start, floor),
         )

@@ -236,9 +236,10 @@ def plateau_from_params(
     params: dict[str, Any], stage_dir: str | Path, world_dir: str | Path | None, judge: Any, processes: int = 1
 ) -> Plateau | None:
     """The stage's rule from its parameters (``plateau_questions`` > 0, ``plateau_patience``, ``plateau_min_gain``,
-    ``anneal_steps``; the agent limits ``eval_max_turns`` / ``eval_max_new_tokens`` and ``system_prompt_style``; the
-    floor ``min_lr_ratio`` of the schedule), else None. It needs the offline world (its validation questions), one
-    process (the anneal changes the learning rate of the process that scores), and no ``stop_at_eval_loss``."""
+    ``anneal_steps``; the agent limits ``eval_max_turns`` / ``eval_max_tokens_per_turn`` and
+    ``system_prompt_style``; the floor ``min_lr_ratio`` of the schedule), else None. It needs the offline world
+    (its validation questions), one process (the anneal changes the learning rate of the process that scores), and
+    no ``stop_at_eval_loss``."""
     n = int(params.get("plateau_questions") or 0)
     if not n:
         return None
@@ -255,7 +256,7 @@ def plateau_from_params(
     device = params.get("device") or "cpu"
     settings = ho.EvalSettings(
         max_turns=params["eval_max_turns"],
-        max_new_tokens=params["eval_max_new_tokens"],
+        max_new_tokens=params["eval_max_tokens_per_turn"],
         system_prompt_style=params["system_prompt_style"],
         device="cpu" if device == "auto" else device,
     )
