@@ -503,7 +503,11 @@ def train_to_end(
     train_or_restore(trainer, point, max_steps)
     if trainer.accelerator.is_main_process:
         mark_finished(folder, trainer.state.global_step, limits)
-    return trainer.train_clock.seconds()
+    # what a rerun of the finished run reports: the clock of the checkpoint at the last step, when there is one (the
+    # end of training comes a moment after that save), so that both report the same seconds
+    last = Path(folder) / f"checkpoint-{trainer.state.global_step}"
+    recorded = read_train_clock(last) if (last / TRAIN_CLOCK).is_file() else None
+    return recorded if recorded is not None else trainer.train_clock.seconds()
 
 
 def train_or_restore(trainer, point: ResumePoint, max_steps: int | None, log: Callable[[str], Any] = print):
