@@ -158,3 +158,9 @@ def test_a_base_cycle_or_an_endless_chain_is_refused(tmp_path):
     write(tmp_path, "seed: 0\n", "n12.yaml")
     with pytest.raises(ConfigError, match="more than 8 profiles in its base chain"):
         load_profile(tmp_path / "n0.yaml")
+
+
+def test_a_renamed_parameter_names_its_new_name(tmp_path):
+    prof = load_profile(write(tmp_path, "05_evaluation:\n  tokens_per_turn: 64\n"))
+    with pytest.raises(ConfigError, match="tokens_per_turn is now max_tokens_per_turn"):
+        notebook_params(prof, "05_evaluation", {"max_tokens_per_turn": 1024})

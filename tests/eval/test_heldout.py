@@ -531,3 +531,30 @@ def test_the_seed_level_interval_and_the_pooled_mcnemar_p_equal_values_computed_
     assert (pooled["fixed"], pooled["broken"], pooled["n"]) == (9, 2, 20)
     assert pooled["mcnemar_p"] == pytest.approx(0.0654296875, abs=1e-12)
     assert pooled["difference"] == pytest.approx(7 / 20)
+
+
+def test_two_tables_without_a_question_in_common_are_not_paired():
+    """Notebook 04 with heldout_split val scores validation questions; paired with notebook 03's test questions
+    there is nothing to pair, and the comparison says so instead of reporting n = 0."""
+    from venus_utils.eval import heldout as ho
+
+    with pytest.raises(ValueError, match="share no question"):
+        ho.compare(_scored({"t1": [1], "t2": [0]}), _scored({"v1": [1], "v2": [1]}))
+
+
+def test_each_split_keeps_its_own_draw(tmp_path):
+    """Drawing the validation questions (notebook 04's heldout_split val) never replaces the run's test draw."""
+    from venus_utils.eval import heldout as ho
+
+    qa = pd.DataFrame(
+        {"question": [f"q{i}" for i in range(6)], "answer": ["a"] * 6, "id": [f"i{i}" for i in range(6)]}
+    )
+    source = tmp_path / "qa.parquet"
+    qa.to_parquet(source)
+    run = tmp_path / "run"
+    ho.heldout_questions(run, source, 3, 0, "test")
+    ho.heldout_questions(run, source, 2, 0, "val")
+    assert (run / "heldout" / "questions.parquet").is_file() and (
+        run / "heldout" / "val" / "questions.parquet"
+    ).is_file()
+    assert len(ho.heldout_questions(run, source, 3, 0, "test")) == 3

@@ -10,6 +10,7 @@ import pytest
 from venus_utils.core.io import read_json
 from venus_utils.eval.shipped import RECORD, ship, verify
 
+ALLOWED_FLIPS = 2  # of the 32 recorded answers (models/README.md)
 MODELS = sorted(p.parent for p in (Path(__file__).resolve().parents[2] / "models").glob(f"*/{RECORD}"))
 
 
@@ -26,7 +27,9 @@ def test_the_repository_ships_the_reward_cell_loops_model():
 def test_a_shipped_model_answers_what_its_record_says(model, tmp_path):
     record = read_json(model / RECORD)
     assert record["answers"]["rows"] and set(record["files"]) >= {"model.safetensors", "config.json"}
-    assert verify(model, tmp_path) == []
+    differing = verify(model, tmp_path)
+    # here every answer repeats; another CPU's arithmetic (instruction set, threads) can flip a near tie, no more
+    assert len(differing) <= ALLOWED_FLIPS, "\n".join(differing)
 
 
 def test_ship_refuses_a_run_without_an_sft_model(tmp_path):

@@ -92,3 +92,23 @@ def test_summary_figures_from_the_trainer_log():
         comparison=comparison,
     )
     assert (figures["heldout_accuracy_sft"], figures["heldout_accuracy_rl"], figures["heldout_n"]) == (0.25, 0.5, 4)
+
+
+def test_a_run_made_before_a_rename_is_continued_under_the_new_name(tmp_path):
+    """The control and rejection sampling continue the SFT stage with the settings its summary recorded; a run made
+    before eval_max_new_tokens became eval_max_tokens_per_turn recorded the old name."""
+    from venus_utils.core.io import write_json
+    from venus_utils.rl.control import sft_settings
+
+    write_json(tmp_path / "03_sft_unsloth" / "summary.json", {"settings": {"eval_max_new_tokens": {"value": 128}}})
+    assert sft_settings(tmp_path) == {"eval_max_tokens_per_turn": 128}
+
+
+def test_rl_arms_refuses_the_cheaper_arms_beside_an_outside_sft_model(tmp_path, capsys):
+    """They continue the run's own SFT stage; RL would start from the shipped model: refused before anything trains."""
+    from venus_utils.rl.__main__ import main
+
+    argv = ["arms", "--params", "params/cpu-rl.yaml", "--run-dir", str(tmp_path), "--arms", "igpo,control"]
+    assert main(argv) == 2
+    assert "these arms continue the run's own SFT stage, but RL starts from sft_model" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())

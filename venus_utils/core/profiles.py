@@ -55,6 +55,10 @@ SECRET_RE = re.compile(
 RESERVED = {"run_dir", "stage_dir", "profile"}
 
 
+#: notebook parameters that changed name: a profile using the old one is told the new one; a stage summary that
+#: recorded the old one (a run made before) is read under the new one
+RENAMED = {"tokens_per_turn": "max_tokens_per_turn", "eval_max_new_tokens": "eval_max_tokens_per_turn"}
+
 MAX_NAME_CHARS = 100
 PLAIN_NAME_RE = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*")
 
@@ -404,6 +408,9 @@ def notebook_params(profile: Profile, stage: str, defaults: dict[str, Any]) -> d
     """
     section = profile.sections.get(stage, {})
     unknown = sorted(set(section) - set(defaults))
+    renamed = [f"{k} is now {RENAMED[k]}" for k in unknown if RENAMED.get(k) in defaults]
+    if renamed:
+        raise ConfigError(f"{profile.path}: section '{stage}': {'; '.join(renamed)} (rename it in the profile)")
     if unknown:
         raise ConfigError(
             f"{profile.path}: section '{stage}' sets {unknown}, which notebooks/{stage}.ipynb does not declare "

@@ -98,9 +98,9 @@ def heldout_questions(
     run_dir: str | Path, source: str | Path, n: int | None, seed: int = 0, split: str = "test"
 ) -> pd.DataFrame:
     """The run's held-out questions: drawn once (:func:`draw_heldout` from a world folder or a question file) into
-    ``<run_dir>/heldout/`` and read from there by every stage asking for the same source, ``n``, ``seed`` and
-    ``split``."""
-    folder = Path(run_dir) / HELDOUT_DIR
+    ``<run_dir>/heldout/`` (another split than ``test``: ``heldout/<split>/``, so drawing one never replaces the
+    other) and read from there by every stage asking for the same source, ``n``, ``seed`` and ``split``."""
+    folder = Path(run_dir) / HELDOUT_DIR / ("" if split == "test" else split)
     wanted = {"n": n, "seed": seed, "split": split, "source": Path(source).name}
     table = folder / "questions.parquet"
     if table.exists() and (folder / "meta.json").exists() and read_json(folder / "meta.json") == wanted:
@@ -436,6 +436,11 @@ def compare(baseline: pd.DataFrame, other: pd.DataFrame) -> dict[str, Any]:
             "score both with one judge (python -m venus_utils.eval rejudge <run folder>)"
         )
     first, second = per_question(baseline), per_question(other)
+    if first.empty or second.empty or not set(first["id"]) & set(second["id"]):
+        raise ValueError(
+            "the two tables share no question: they were drawn from different held-out sets (notebook 04's "
+            "heldout_split val against notebook 03's test questions?) or one is empty"
+        )
     out = paired_comparison(first.set_index("id")["correct"], second.set_index("id")["correct"])
     name, rows = headline_slice(second)
     headline = paired_comparison(first.set_index("id")["correct"], rows.set_index("id")["correct"])

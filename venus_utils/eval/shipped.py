@@ -26,7 +26,7 @@ from ..core.paths import SETUP_STAGE, SFT_STAGE
 from ..core.profiles import load_profile
 from ..core.stage import RUN_PROFILE, SUMMARY
 from ..world import build_world
-from .heldout import EvalSettings, draw_heldout, evaluate_model, load_scored, summary
+from .heldout import EvalSettings, draw_heldout, evaluate_model, load_scored, model_digest, summary
 
 RECORD = "record.json"  # written by ship, beside the model's files (it lists them under "files")
 SHIP_TOOL = "eval ship"
@@ -86,7 +86,9 @@ def ship(run_dir: str | Path, out: str | Path, n: int = 32, seed: int = 0) -> di
         "world": world,
     }
     table = run / SFT_STAGE / VALIDATION_TABLE
-    if table.is_file():  # eval validate --split val: the model's accuracy on the run's validation questions
+    made_by = table.with_suffix(".jsonl.params.json")  # the answers' fingerprint, written beside them
+    if table.is_file() and made_by.is_file() and read_json(made_by).get("model_digest") == model_digest(model_dir):
+        # eval validate --split val by this very model: its accuracy on the run's validation questions
         figures = summary(load_scored(table))
         record["validation"] = {k: figures[k] for k in ("n", "accuracy", "ci_low", "ci_high", "headline")}
     with tempfile.TemporaryDirectory() as tmp:

@@ -11,7 +11,7 @@
     python -m venus_utils.rl arms --params params/cpu.yaml --arms igpo,grpo,control,rft  # and rejection sampling
 
 It reads the ``04_igpo_rl`` parameters (the lesson's values of :mod:`venus_utils.core.defaults`, as in the notebook <
-profile < ``--set``), starts from ``03_sft_unsloth/model``, rolls out with the offline world's tools
+profile < ``--set``), starts from ``03_sft_unsloth/model`` (or ``sft_model``), rolls out with the offline world's tools
 (``00_setup/world``) or the web tools, and trains with :class:`venus_utils.rl.igpo_trainer.IGPOTrainer` and DR-Venus's
 default turn / outcome rewards (plus the notebook's optional ``search_cost``), or with ``--set reward_mode=grpo`` the
 outcome-only GRPO baseline: the same SFT model, seed, questions and budget, only the rewards differ. Give that arm its
@@ -340,6 +340,25 @@ def _train_in_parallel(params: str, run: Path, jobs: list[tuple[str, Path, list[
     return seconds
 
 
+def _chosen_arms(args: argparse.Namespace) -> tuple[list[str], str]:
+    """``(arms, profile name)`` of an ``arms`` command, refused before anything trains: an unknown arm, ``--out``,
+    or a cheaper arm beside an ``sft_model`` (they continue the run's own SFT stage, which RL would not start from)."""
+    chosen = [a.strip() for a in args.arms.split(",") if a.strip()]
+    unknown = sorted(set(chosen) - set(ARMS) - set(CHEAPER_ARMS))
+    if unknown or not chosen:
+        raise ValueError(f"--arms {args.arms!r}: choose among {', '.join([*ARMS, *CHEAPER_ARMS])}")
+    if args.out is not None:
+        raise ValueError("--out: each arm has its own folder (eval.heldout.RL_ARMS); give --run-dir instead")
+    params, profile = stage_params(args.params, STAGE, parse_sets(args.sets))
+    cheaper = [a for a in chosen if a in CHEAPER_ARMS]
+    if params.get("sft_model") and cheaper:
+        raise ValueError(
+            f"--arms {','.join(cheaper)}: these arms continue the run's own SFT stage, but RL starts from sft_model "
+            f"{params['sft_model']}; leave them out, or unset sft_model"
+        )
+    return chosen, profile
+
+
 def arms(args: argparse.Namespace) -> dict:
     """Every arm of ``--arms`` from the run's one SFT model, each in its own folder
     (:data:`venus_utils.eval.heldout.RL_ARMS`) with the same questions, seed and budget (only the rewards differ; a
@@ -348,13 +367,7 @@ def arms(args: argparse.Namespace) -> dict:
     :func:`venus_utils.eval.heldout.arm_pairs`: each arm against SFT, each RL arm against the control, IGPO against
     GRPO, with the smallest difference the design could detect (``arms.json`` in the run folder; pool several seeds'
     run folders with ``python -m venus_utils.eval compare``)."""
-    chosen = [a.strip() for a in args.arms.split(",") if a.strip()]
-    unknown = sorted(set(chosen) - set(ARMS) - set(CHEAPER_ARMS))
-    if unknown or not chosen:
-        raise ValueError(f"--arms {args.arms!r}: choose among {', '.join([*ARMS, *CHEAPER_ARMS])}")
-    if args.out is not None:
-        raise ValueError("--out: each arm has its own folder (eval.heldout.RL_ARMS); give --run-dir instead")
-    _, profile = stage_params(args.params, STAGE, parse_sets(args.sets))
+    chosen, profile = _chosen_arms(args)
     run = resolve_run_dir(args.run_dir or f"runs/{profile}")
     sft_summary = run / SFT_STAGE / "summary.json"
     note = convergence_note(read_json(sft_summary).get("training_budget") or {}) if sft_summary.is_file() else None
@@ -398,7 +411,7 @@ def arms(args: argparse.Namespace) -> dict:
     for baseline, model in ho.arm_pairs(labels):
         try:  # every question, and the headline slice (hard/heldout) when the world has a hard tier
             found = ho.compare_runs([run], baseline=baseline, model=model).to_dict("records")
-        except FileNotFoundError as exc:  # no held-out set in this run (notebook 03 draws it): nothing to pair
+        except (FileNotFoundError, ValueError) as exc:  # no held-out set (notebook 03 draws it), or none in common
             found = [{"error": str(exc)}]
         rows += [{"baseline": baseline, "model": model, **row} for row in found]
     flops = {

@@ -15,6 +15,7 @@ from typing import Any
 
 from ..core.io import read_json
 from ..core.paths import CONTROL_DIR, SFT_STAGE
+from ..core.profiles import RENAMED
 from ..core.stage import SUMMARY, Stage
 from ..eval import heldout as ho
 from ..judging.judge import Judge
@@ -31,7 +32,8 @@ def sft_settings(run_dir: str | Path) -> dict[str, Any]:
     recorded = read_json(summary).get("settings") or {}
     if not recorded:
         raise ValueError(f"{summary}: records no settings (a run from before settings were recorded)")
-    return {name: entry["value"] for name, entry in recorded.items()}
+    # a run made before a parameter's rename recorded it under its old name
+    return {RENAMED.get(name, name): entry["value"] for name, entry in recorded.items()}
 
 
 def train_control_arm(
