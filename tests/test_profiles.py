@@ -164,3 +164,13 @@ def test_a_renamed_parameter_names_its_new_name(tmp_path):
     prof = load_profile(write(tmp_path, "05_evaluation:\n  tokens_per_turn: 64\n"))
     with pytest.raises(ConfigError, match="tokens_per_turn is now max_tokens_per_turn"):
         notebook_params(prof, "05_evaluation", {"max_tokens_per_turn": 1024})
+
+
+def test_an_inherited_value_is_credited_to_the_file_that_states_it():
+    """summary.json says where each value came from: with ``base:``, the profile file of the chain that states it."""
+    from venus_utils.core.profiles import settings_record
+
+    record = settings_record("04_igpo_rl", "cpu-teacher", {"max_steps": 40, "rft_arm": True, "seed": 0})
+    assert record["max_steps"]["from"] == "params/cpu.yaml: 04_igpo_rl"  # cpu-teacher inherits it
+    assert record["rft_arm"]["from"] == "params/cpu-teacher.yaml: 04_igpo_rl"
+    assert record["seed"]["from"] == "params/cpu.yaml"

@@ -80,7 +80,12 @@ BAD_VALUES = [
     ({"06_agent_demo.max_turns": "0"}, "06_agent_demo", "max_turns"),
     ({"device": "tpu"}, "00_setup", "device"),
     ({"04_igpo_rl.heldout_split": "train"}, "04_igpo_rl", "heldout_split"),
-    ({"04_igpo_rl.sft_model": "models/x", "04_igpo_rl.control_arm": "true"}, "04_igpo_rl", "control_arm"),
+    (
+        {"04_igpo_rl.sft_model": "models/cpu-teacher-sft-seed0", "04_igpo_rl.control_arm": "true"},
+        "04_igpo_rl",
+        "control_arm",
+    ),
+    ({"04_igpo_rl.sft_model": "models/no-such-model"}, "04_igpo_rl", "sft_model"),
 ]
 
 

@@ -480,6 +480,17 @@ NOTEBOOK_DEFAULT = "notebook default"
 THIS_RUN = "this run (--set, by hand, or a profile file outside params/)"
 
 
+def _setting_file(profile: Profile, stage: str | None, key: str) -> Path:
+    """The file of ``profile``'s chain (itself, then its bases) that states ``key`` (in ``stage``'s section, or a
+    shared key when ``stage`` is None): where an inherited value comes from."""
+    for path in [profile.path, *profile.bases]:
+        raw = load_yaml(read_profile_text(path)) or {}
+        holder = raw.get(stage) or {} if stage is not None else raw
+        if isinstance(holder, dict) and key in holder:
+            return path
+    return profile.path
+
+
 def settings_record(stage: str, profile: str | None, values: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Each parameter of ``stage`` with the value this run used (``values``: the notebook's globals, or a stage CLI's
     parameters) and where it came from: ``params/<profile>.yaml`` (its section or its shared keys), the lesson's
@@ -496,9 +507,9 @@ def settings_record(stage: str, profile: str | None, values: dict[str, Any]) -> 
             continue
         value = values[key]
         if key in section and section[key] == value:
-            source = f"params/{found.name}: {stage}"
+            source = f"params/{_setting_file(prof, stage, key).name}: {stage}"
         elif key in shared and shared[key] == value:
-            source = f"params/{found.name}"
+            source = f"params/{_setting_file(prof, None, key).name}"
         elif key in defaults and defaults[key] == value:
             source = NOTEBOOK_DEFAULT
         else:

@@ -28,6 +28,7 @@ from ..core.paths import (
     RL_STAGE,
     SETUP_STAGE,
     SFT_STAGE,
+    user_path,
 )
 from ..core.profiles import (
     DEFAULT_RUN_DIR,
@@ -326,6 +327,9 @@ def check_stage_values(stage: str, params: dict[str, Any], where: str, *, paths:
             value = params.get(key)
             if isinstance(value, str) and value.startswith(("/", "~")) and not Path(value).expanduser().exists():
                 raise ConfigError(f"{where}: '{key}' names {value}, which does not exist")
+        model = params.get("sft_model")  # a local folder whatever its form (the others may be hub names or URLs)
+        if isinstance(model, str) and not (user_path(model) / "config.json").is_file():
+            raise ConfigError(f"{where}: 'sft_model' names {model}, which is not a model folder (no config.json)")
     for config in STAGE_CONFIGS.get(stage, ()):
         try:
             config.build(params)
