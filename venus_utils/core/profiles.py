@@ -485,7 +485,7 @@ def _setting_file(profile: Profile, stage: str | None, key: str) -> Path:
     shared key when ``stage`` is None): where an inherited value comes from."""
     for path in [profile.path, *profile.bases]:
         raw = load_yaml(read_profile_text(path)) or {}
-        holder = raw.get(stage) or {} if stage is not None else raw
+        holder = raw if stage is None else (raw.get(stage) or {})
         if isinstance(holder, dict) and key in holder:
             return path
     return profile.path
