@@ -15,14 +15,18 @@ at once) in this process, one after the other:
   128 questions went at once: every decode step on all threads
   (:data:`venus_utils.modeling.kv_decode.ONE_THREAD_DECODE_ROWS` = 0) and 32 questions at once; it answers all the
   questions ``fast`` answers;
-- ``fast_one_group``: the cached decoder as it was before a decode step's attention read each group of rows over
-  the group's own width: every row over the batch's longest (:data:`venus_utils.modeling.kv_decode.MAX_LENGTH_GROUPS`
-  = 1);
+- ``fast_one_group``: the cached decoder as it was before a decode step's attention and a turn's prefill read each
+  group of rows over the group's own width: every row over the batch's longest
+  (:data:`venus_utils.modeling.kv_decode.MAX_LENGTH_GROUPS` =
+  :data:`~venus_utils.modeling.kv_decode.MAX_PREFILL_GROUPS` = 1);
+- ``fast_one_prefill``: the cached decoder as it was before a turn's prefill ran in groups of rows of similar length
+  (:data:`~venus_utils.modeling.kv_decode.MAX_PREFILL_GROUPS` = 1): every row padded to the batch's longest new part
+  and attending over the batch's longest context;
 - ``fast``: the cached decoder (:mod:`venus_utils.modeling.kv_decode`) in float32, each rollout's KV cache kept
-  across its turns, ``--workers`` questions at once (default: :class:`EvalSettings`'s, 128 on the CPU), rows read
-  in up to four groups of lengths: the default.
+  across its turns, ``--workers`` questions at once (default: :class:`EvalSettings`'s, 128 on the CPU), the decode
+  steps' rows read in up to four groups of lengths and the prefill's in up to eight: the default.
 
-``--only fast_one_group,fast`` runs only those variants (in that order).
+``--only fast_one_prefill,fast`` runs only those variants (in that order).
 
 Printed: questions/s and the ratio, the generated tokens/s, the share of the machine's fp32 matmul peak (measured
 in this run on the same threads) reached by the model work the evaluation needs (every context token encoded once),
@@ -85,12 +89,14 @@ def main(argv=None) -> int:
         ("reference", False, "auto", args.reference_questions, 32),
         ("fast_before", True, "auto", len(qa), 32),
         ("fast_one_group", True, "auto", len(qa), args.workers),
+        ("fast_one_prefill", True, "auto", len(qa), args.workers),
         ("fast", True, "auto", len(qa), args.workers),
     )
     if args.only:
         wanted = set(args.only.split(",")) | {"fast"}
         variants = tuple(v for v in variants if v[0] in wanted)
     one_thread_rows, groups = kv_decode.ONE_THREAD_DECODE_ROWS, kv_decode.MAX_LENGTH_GROUPS
+    prefill_groups = kv_decode.MAX_PREFILL_GROUPS
     for label, fast, dtype, n, workers in variants:
         settings = EvalSettings(
             max_turns=args.max_turns,
@@ -103,10 +109,14 @@ def main(argv=None) -> int:
         out = tmp / f"{label}.parquet"
         kv_decode.ONE_THREAD_DECODE_ROWS = 0 if label == "fast_before" else one_thread_rows
         kv_decode.MAX_LENGTH_GROUPS = 1 if label in ("fast_before", "fast_one_group") else groups
+        kv_decode.MAX_PREFILL_GROUPS = (
+            1 if label in ("fast_before", "fast_one_group", "fast_one_prefill") else prefill_groups
+        )
         t0 = time.perf_counter()
         scored = evaluate_model(model, qa.head(n), out, settings, world_dir=world, judge=judge, progress=False)
         seconds = time.perf_counter() - t0
         kv_decode.ONE_THREAD_DECODE_ROWS, kv_decode.MAX_LENGTH_GROUPS = one_thread_rows, groups
+        kv_decode.MAX_PREFILL_GROUPS = prefill_groups
         rollouts = [json.loads(line) for line in out.with_suffix(".jsonl").read_text().splitlines()]
         generated = sum(sum(t.get("new_tokens") or 0 for t in r["turn_log"]) for r in rollouts)
         context = sum(r["final_token_count"] for r in rollouts)  # each token encoded once: the work needed
@@ -134,13 +144,14 @@ def _report(results: dict) -> int:
         "before": "before (the saved dtype's generate)",
         "fast_before": "fast_before (all-thread decode, 32 at once)",
         "fast_one_group": "fast_one_group (every row over the batch's longest)",
+        "fast_one_prefill": "fast_one_prefill (the prefill in one group)",
     }
     for other, name in names.items():
         if other in rate:
             print(f"speed-up fast / {name}: {rate['fast'] / rate[other]:.2f}x questions/s")
     key = ["id", "prediction", "turns", "termination"]
     failures = 0
-    for other in ("reference", "fast_before", "fast_one_group"):
+    for other in ("reference", "fast_before", "fast_one_group", "fast_one_prefill"):
         if other not in results:
             continue
         both = pd.merge(results[other]["scored"][key], fast["scored"][key], on="id", suffixes=("_o", "_f"))

@@ -219,20 +219,27 @@ def test_the_flop_counter_counts_every_forward_path_alike():
 
 
 def test_a_batch_of_many_lengths_reads_each_group_over_its_own_width_with_the_same_ids(monkeypatch):
-    """64 rows of 8-90 prompt tokens: the decode steps' attention runs over up to four groups of rows, each up to its
-    longest row (kv_decode.length_groups); greedy ids equal the one-group decode and each row's own single-row
-    decode, in the call's order; sampled ids are the same draws as the one-group decode's (rows sample in the call's
-    order)."""
+    """64 rows of 8-90 prompt tokens: the prefill runs in eight groups of rows and the decode steps' attention over
+    four, each up to its longest row (kv_decode.length_groups); greedy ids equal the one-group prefill and decode and
+    each row's own single-row decode, in the call's order; sampled ids are the same draws as the one-group decode's
+    (rows sample in the call's order)."""
     from venus_utils.modeling import kv_decode
 
     lm = random_qwen3(500)
     prompts = _prompts(500, n=64, seed=7)
     seen = []
     original = kv_decode.length_groups
-    monkeypatch.setattr(kv_decode, "length_groups", lambda lengths: seen.append(original(lengths)) or seen[-1])
+
+    def recorded(lengths, *limits):
+        seen.append((bool(limits), original(lengths, *limits)))
+        return seen[-1][1]
+
+    monkeypatch.setattr(kv_decode, "length_groups", recorded)
     grouped = KVDecoder(lm).generate(prompts, 12, stop_ids=set())
-    assert seen and all(len(groups) == 4 for groups in seen)
-    widths = [w for _, _, w in seen[0]]
+    assert [len(groups) for prefill, groups in seen if prefill] == [8]
+    decode_groups = [groups for prefill, groups in seen if not prefill]
+    assert decode_groups and all(len(groups) == 4 for groups in decode_groups)
+    widths = [w for _, _, w in decode_groups[0]]
     assert widths == sorted(widths) and widths[0] < widths[-1]
     for k in (0, 17, 63):
         assert grouped[k] == KVDecoder(lm).generate([prompts[k]], 12, stop_ids=set())[0]
