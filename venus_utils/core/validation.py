@@ -4,9 +4,11 @@ Two sources of truth are used, never a third copy:
 
 - a notebook's ``parameters`` cell: its default tells the type a profile or ``--set`` value must have
   (:func:`check_like_default`);
-- a config dataclass (``SFTConfig``, ``IGPOConfig``, ``WorldConfig``): its annotations tell the types, its ``RANGES``
-  the allowed numbers and its ``CHOICES`` the allowed words (:func:`check_fields`), checked in ``__post_init__``
-  before anything heavy starts.
+- a config dataclass (``SFTConfig``, ``IGPOConfig``, ``WorldConfig``): its annotations tell the types, and the allowed
+  numbers and words are checked in ``__post_init__`` before anything heavy starts (:func:`check_fields`).  A stage
+  config (:class:`StageSettings`: ``SFTConfig``, ``IGPOConfig``) keeps each setting's record in its field: default,
+  ``help``, ``range``, ``choices`` and, for RL, the name TRL's config gives it (``trl``); ``WorldConfig`` still lists
+  its ranges and words beside the class.
 
 The parameters that no config class holds are described by :class:`Setting` (``venus_utils.run.schemas.PARAMETERS``).
 A number is always finite: ``.nan``, ``.inf`` and ``1.0e+400`` (which YAML reads as infinity) are refused everywhere.
@@ -184,9 +186,23 @@ def matches(value: Any, tp: Any) -> bool:
     return isinstance(value, tp) if isinstance(tp, type) else True
 
 
-def check_fields(obj: Any, ranges: dict[str, Range], where: str, choices: dict[str, Collection] | None = None) -> None:
+def field_limits(cls: type) -> tuple[dict[str, Range], dict[str, Collection]]:
+    """The allowed numbers and words of a config class's settings, as each field's metadata states them (``range``: a
+    :class:`Range`; ``choices``: the allowed words): a setting's record is its field."""
+    ranges = {f.name: f.metadata["range"] for f in dataclasses.fields(cls) if "range" in f.metadata}
+    choices = {f.name: f.metadata["choices"] for f in dataclasses.fields(cls) if "choices" in f.metadata}
+    return ranges, choices
+
+
+def check_fields(
+    obj: Any, where: str, ranges: dict[str, Range] | None = None, choices: dict[str, Collection] | None = None
+) -> None:
     """Check every field of the dataclass instance ``obj`` against its annotation, ``ranges`` and ``choices`` (numbers
-    must also be finite); raise ``ValueError`` naming ``where.field``, the value and what is expected."""
+    must also be finite; by default, what the fields' metadata states: :func:`field_limits`); raise ``ValueError``
+    naming ``where.field``, the value and what is expected."""
+    if ranges is None and choices is None:
+        ranges, choices = field_limits(type(obj))
+    ranges = ranges or {}
     hints = typing.get_type_hints(type(obj))
     for f in dataclasses.fields(obj):
         value = getattr(obj, f.name)
@@ -257,6 +273,11 @@ class StageSettings:
     unknown key is an error naming it), :meth:`to_dict` gives them back."""
 
     LABEL = "stage"  # how messages name the config's settings ("unknown SFT setting(s) ...")
+
+    def check_settings(self) -> None:
+        """Each setting against its type and the range or words its field's metadata allows (:func:`check_fields`);
+        the subclass's ``__post_init__`` calls it, then checks what involves several settings."""
+        check_fields(self, type(self).__name__)
 
     @classmethod
     def from_params(cls, params: dict[str, Any], **overrides: Any):

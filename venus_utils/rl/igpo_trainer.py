@@ -73,32 +73,20 @@ def grpo_args(cfg: IGPOConfig, output_dir: str | Path, *, device: str = "cpu", w
     # server without sync: rollouts only call the server's OpenAI API (rollout.VLLMServer), TRL has no vLLM part
     vllm = (server and cfg.vllm_server_sync_weights) or (cfg.use_vllm and not server and cuda and available("vllm"))
     kwargs = dict(
+        # the settings TRL takes as they are (IGPOConfig's "trl" metadata; gradient_checkpointing among them, always
+        # passed: TRL's GRPOConfig turns it on by default), then what is derived or fixed here
+        cfg.trl_values(),
         output_dir=str(output_dir),
-        per_device_train_batch_size=cfg.micro_batch_size,
         gradient_accumulation_steps=accumulation,
         steps_per_generation=accumulation,
-        num_generations=cfg.num_generations,
         num_iterations=1,
-        max_steps=cfg.max_steps,
-        learning_rate=cfg.learning_rate,
-        weight_decay=cfg.weight_decay,
-        max_grad_norm=cfg.max_grad_norm,
-        gradient_checkpointing=cfg.gradient_checkpointing,  # explicit: TRL's GRPOConfig turns it on by default
         lr_scheduler_type="constant",
         warmup_steps=0,
         beta=0.0,  # the KL term is ours (policy_loss), not TRL's
-        epsilon=cfg.clip_ratio_low,
-        epsilon_high=cfg.clip_ratio_high,
         loss_type="dapo",
-        temperature=cfg.temperature,
-        top_p=cfg.top_p,
-        max_completion_length=cfg.max_tokens_per_turn,
-        save_steps=cfg.save_steps,
         save_strategy="steps",
         logging_steps=1,
         report_to="none",
-        seed=cfg.seed,
-        save_total_limit=cfg.save_total_limit,  # older checkpoints go once a newer one is complete (AtomicCheckpoints)
         remove_unused_columns=False,
         use_vllm=vllm,
         use_cpu=not cuda,
@@ -108,19 +96,9 @@ def grpo_args(cfg: IGPOConfig, output_dir: str | Path, *, device: str = "cpu", w
         shuffle_dataset=True,
     )
     if vllm and not server:  # TRL's colocated engine; the agent loop generates with it (rollout.make_agent_rollout)
-        kwargs.update(
-            vllm_mode="colocate",
-            vllm_max_model_length=cfg.max_context_tokens,
-            vllm_importance_sampling_correction=False,
-            vllm_tensor_parallel_size=cfg.vllm_tensor_parallel_size,
-            vllm_gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
-        )
+        kwargs.update(cfg.trl_values("trl_colocate"), vllm_mode="colocate", vllm_importance_sampling_correction=False)
     elif vllm:  # `trl vllm-serve`: TRL pushes the weights, the agent loop calls its OpenAI API
-        kwargs.update(
-            vllm_mode="server",
-            vllm_server_base_url=cfg.vllm_server_base_url,
-            vllm_importance_sampling_correction=False,
-        )
+        kwargs.update(cfg.trl_values("trl_server"), vllm_mode="server", vllm_importance_sampling_correction=False)
     kwargs.update(overrides)
     return GRPOConfig(**kwargs)
 

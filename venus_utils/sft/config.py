@@ -23,48 +23,10 @@ from ..core.validation import (
     SEED,
     Range,
     StageSettings,
-    check_fields,
 )
 from .batching import BATCHING_MODES, LOSS_WEIGHTINGS
 
-#: Allowed values of the numeric settings (types come from the annotations), checked before anything loads.
-RANGES = {
-    "lora_r": AT_LEAST_1,
-    "lora_alpha": POSITIVE,
-    "lora_dropout": Range(0, 1),
-    "max_length": AT_LEAST_1,
-    "pad_to_multiple_of": AT_LEAST_1,
-    "learning_rate": POSITIVE,
-    "global_batch_size": AT_LEAST_1,
-    "micro_batch_size": AT_LEAST_1,
-    "num_train_epochs": POSITIVE,
-    "max_steps": Range(1, also=(-1,)),
-    "max_time_minutes": POSITIVE,
-    "warmup_ratio": NON_NEGATIVE,
-    "min_lr_ratio": FRACTION,
-    "weight_decay": NON_NEGATIVE,
-    "adam_beta1": Range(0, 1),
-    "adam_beta2": Range(0, 1),
-    "max_grad_norm": NON_NEGATIVE,
-    "logging_steps": AT_LEAST_1,
-    "save_steps": AT_LEAST_1,
-    "save_total_limit": AT_LEAST_1,
-    "eval_steps": AT_LEAST_1,
-    "stop_at_eval_loss": POSITIVE,
-    "num_threads": AT_LEAST_1,
-    "seed": SEED,
-}
-
 ENGINES = ("auto", "unsloth", "trl")
-#: Allowed values of the settings that are words, checked with the numbers.
-CHOICES = {
-    "engine": ENGINES,
-    "finetuning": ("full", "lora"),
-    "batching": BATCHING_MODES,
-    "loss_weighting": LOSS_WEIGHTINGS,
-    "device": DEVICES,
-    "precision": PRECISIONS,
-}
 
 
 #: The lesson's values (venus_utils/core/defaults.py, notebook 03's parameters cell). A field whose DR-Venus value
@@ -79,14 +41,22 @@ class SFTConfig(StageSettings):
     # --- engine ---
     engine: str = field(
         default=LESSON["engine"],
-        metadata={"help": "auto | unsloth | trl. auto: Unsloth when it is installed, else plain TRL SFTTrainer."},
+        metadata={
+            "choices": ENGINES,
+            "help": "auto | unsloth | trl. auto: Unsloth when it is installed, else plain TRL SFTTrainer.",
+        },
     )
     finetuning: str = field(
-        default=LESSON["finetuning"], metadata={"help": "full | lora. DR-Venus: full fine-tuning (LoRA rank 0)."}
+        default=LESSON["finetuning"],
+        metadata={"choices": ("full", "lora"), "help": "full | lora. DR-Venus: full fine-tuning (LoRA rank 0)."},
     )
-    lora_r: int = field(default=LESSON["lora_r"], metadata={"help": "LoRA rank when finetuning='lora'."})
-    lora_alpha: int = field(default=LESSON["lora_alpha"], metadata={"help": "LoRA alpha (DR-Venus's preset: 16)."})
-    lora_dropout: float = field(default=0.0, metadata={"help": "LoRA dropout."})
+    lora_r: int = field(
+        default=LESSON["lora_r"], metadata={"range": AT_LEAST_1, "help": "LoRA rank when finetuning='lora'."}
+    )
+    lora_alpha: int = field(
+        default=LESSON["lora_alpha"], metadata={"range": POSITIVE, "help": "LoRA alpha (DR-Venus's preset: 16)."}
+    )
+    lora_dropout: float = field(default=0.0, metadata={"range": Range(0, 1), "help": "LoRA dropout."})
     lora_target_modules: tuple[str, ...] = field(
         default=("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"),
         metadata={"help": "LoRA targets: all linear layers of a Qwen3 block (DR-Venus: all-linear)."},
@@ -100,37 +70,58 @@ class SFTConfig(StageSettings):
     # --- data ---
     max_length: int = field(
         default=200_000,
-        metadata={"help": "Longest trajectory in tokens; longer ones are dropped and counted, never truncated."},
+        metadata={
+            "range": AT_LEAST_1,
+            "help": "Longest trajectory in tokens; longer ones are dropped and counted, never truncated.",
+        },
     )
     batching: str = field(
         default=LESSON["batching"],
-        metadata={"help": "max_length | padded | grouped | padding_free (see venus_utils.sft.batching)."},
+        metadata={
+            "choices": BATCHING_MODES,
+            "help": "max_length | padded | grouped | padding_free (see venus_utils.sft.batching).",
+        },
     )
     pad_to_multiple_of: int = field(
         default=LESSON["pad_to_multiple_of"],
         metadata={
+            "range": AT_LEAST_1,
             "help": "Round each batch's width, and the number of labelled positions the LM head runs on, up to a "
             "multiple of this (1: exact shapes). Under bf16 autocast on a CPU every new shape keeps kernel state, so "
-            "thousands of shapes grow memory by gigabytes."
+            "thousands of shapes grow memory by gigabytes.",
         },
     )
     loss_weighting: str = field(
         default=LESSON["loss_weighting"],
-        metadata={"help": "sequence_mean (DR-Venus: each trajectory weighs the same) | token_mean."},
+        metadata={
+            "choices": LOSS_WEIGHTINGS,
+            "help": "sequence_mean (DR-Venus: each trajectory weighs the same) | token_mean.",
+        },
     )
     # --- optimisation ---
-    learning_rate: float = field(default=1e-5, metadata={"help": "Peak learning rate (DR-Venus: 1e-5)."})
-    global_batch_size: int = field(default=32, metadata={"help": "Trajectories per optimizer step (DR-Venus: 32)."})
-    micro_batch_size: int = field(
-        default=1, metadata={"help": "Trajectories per forward pass; global/micro = gradient accumulation."}
+    learning_rate: float = field(
+        default=1e-5, metadata={"range": POSITIVE, "help": "Peak learning rate (DR-Venus: 1e-5)."}
     )
-    num_train_epochs: float = field(default=LESSON["num_train_epochs"], metadata={"help": "Epochs (DR-Venus: 1)."})
-    max_steps: int = field(default=-1, metadata={"help": "Optimizer steps; -1 = from epochs."})
+    global_batch_size: int = field(
+        default=32, metadata={"range": AT_LEAST_1, "help": "Trajectories per optimizer step (DR-Venus: 32)."}
+    )
+    micro_batch_size: int = field(
+        default=1,
+        metadata={"range": AT_LEAST_1, "help": "Trajectories per forward pass; global/micro = gradient accumulation."},
+    )
+    num_train_epochs: float = field(
+        default=LESSON["num_train_epochs"], metadata={"range": POSITIVE, "help": "Epochs (DR-Venus: 1)."}
+    )
+    max_steps: int = field(
+        default=-1, metadata={"range": Range(1, also=(-1,)), "help": "Optimizer steps; -1 = from epochs."}
+    )
     max_time_minutes: float | None = field(
         default=LESSON["max_time_minutes"],
-        metadata={"help": "Stop (and save) after this much wall time; None = no limit."},
+        metadata={"range": POSITIVE, "help": "Stop (and save) after this much wall time; None = no limit."},
     )
-    warmup_ratio: float = field(default=0.1, metadata={"help": "Linear warm-up share of the steps (DR-Venus: 0.1)."})
+    warmup_ratio: float = field(
+        default=0.1, metadata={"range": NON_NEGATIVE, "help": "Linear warm-up share of the steps (DR-Venus: 0.1)."}
+    )
     lr_scheduler_type: str = field(default="cosine", metadata={"help": "DR-Venus: cosine to 0."})
     schedule_by_time: bool = field(
         default=LESSON["schedule_by_time"],
@@ -143,32 +134,50 @@ class SFTConfig(StageSettings):
     min_lr_ratio: float = field(
         default=LESSON["min_lr_ratio"],
         metadata={
-            "help": "schedule_by_time: the cosine ends at this share of the peak (DR-Venus: 0; tiny-agent study: 0.1)."
+            "range": FRACTION,
+            "help": "schedule_by_time: the cosine ends at this share of the peak "
+            "(DR-Venus: 0; tiny-agent study: 0.1).",
         },
     )
-    weight_decay: float = field(default=0.01, metadata={"help": "AdamW weight decay (DR-Venus: 0.01)."})
-    adam_beta1: float = 0.9
-    adam_beta2: float = field(default=0.95, metadata={"help": "DR-Venus: 0.95."})
-    max_grad_norm: float = field(default=1.0, metadata={"help": "Gradient clipping (DR-Venus: 1.0)."})
-    seed: int = field(default=1, metadata={"help": "Trainer seed (DR-Venus: 1)."})
+    weight_decay: float = field(
+        default=0.01, metadata={"range": NON_NEGATIVE, "help": "AdamW weight decay (DR-Venus: 0.01)."}
+    )
+    adam_beta1: float = field(
+        default=0.9, metadata={"range": Range(0, 1), "help": "AdamW beta1 (the trainers' default)."}
+    )
+    adam_beta2: float = field(default=0.95, metadata={"range": Range(0, 1), "help": "DR-Venus: 0.95."})
+    max_grad_norm: float = field(
+        default=1.0, metadata={"range": NON_NEGATIVE, "help": "Gradient clipping (DR-Venus: 1.0)."}
+    )
+    seed: int = field(default=1, metadata={"range": SEED, "help": "Trainer seed (DR-Venus: 1)."})
     # --- bookkeeping ---
-    logging_steps: int = 10
+    logging_steps: int = field(
+        default=10, metadata={"range": AT_LEAST_1, "help": "Log loss and tokens/s every N steps."}
+    )
     save_steps: int = field(
         default=100,
-        metadata={"help": "Checkpoint every N steps (DR-Venus: 100); a killed run resumes from the last one."},
+        metadata={
+            "range": AT_LEAST_1,
+            "help": "Checkpoint every N steps (DR-Venus: 100); a killed run resumes from the last one.",
+        },
     )
     save_total_limit: int | None = field(
-        default=None, metadata={"help": "Checkpoints kept; None = all (DR-Venus keeps all)."}
+        default=None, metadata={"range": AT_LEAST_1, "help": "Checkpoints kept; None = all (DR-Venus keeps all)."}
     )
     eval_steps: int | None = field(
-        default=100, metadata={"help": "Validation loss every N steps (DR-Venus: 100); None = only at the end."}
+        default=100,
+        metadata={
+            "range": AT_LEAST_1,
+            "help": "Validation loss every N steps (DR-Venus: 100); None = only at the end.",
+        },
     )
     stop_at_eval_loss: float | None = field(
         default=LESSON["stop_at_eval_loss"],
         metadata={
+            "range": POSITIVE,
             "help": "Stop (and save) at the first validation loss at or below this: max_steps becomes a cap and the "
             "schedule still runs over it. Needs validation rows and eval_steps. None: train the whole budget "
-            "(DR-Venus: one epoch)."
+            "(DR-Venus: one epoch).",
         },
     )
     resume: bool = field(
@@ -177,15 +186,18 @@ class SFTConfig(StageSettings):
             "help": "Continue from the last checkpoint in the output folder when there is one (DR-Venus: resume auto)."
         },
     )
-    device: str = field(default="auto", metadata={"help": "cpu | cuda | auto."})
+    device: str = field(default="auto", metadata={"choices": DEVICES, "help": "cpu | cuda | auto."})
     precision: str = field(
         default=LESSON["precision"],
         metadata={
+            "choices": PRECISIONS,
             "help": "auto | bf16 | fp32: bf16 autocast over fp32 master weights and optimizer, or plain fp32. auto: "
-            "bf16 on CUDA and on a CPU with native bf16 dot products (avx512_bf16 / AMX), else fp32."
+            "bf16 on CUDA and on a CPU with native bf16 dot products (avx512_bf16 / AMX), else fp32.",
         },
     )
-    num_threads: int | None = field(default=None, metadata={"help": "torch CPU threads; None = leave as is."})
+    num_threads: int | None = field(
+        default=None, metadata={"range": AT_LEAST_1, "help": "torch CPU threads; None = leave as is."}
+    )
     export_merged: bool = field(default=True, metadata={"help": "Write the merged 16-bit model (model/)."})
 
     def uses_bf16(self, device: str) -> bool:
@@ -197,7 +209,7 @@ class SFTConfig(StageSettings):
         return max(1, self.global_batch_size // self.micro_batch_size)
 
     def __post_init__(self):
-        check_fields(self, RANGES, "SFTConfig", CHOICES)
+        self.check_settings()
         if self.global_batch_size % self.micro_batch_size:
             raise ValueError(
                 f"global_batch_size {self.global_batch_size} is not a multiple of "

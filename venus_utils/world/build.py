@@ -122,7 +122,7 @@ class WorldConfig:
     def __post_init__(self):
         if self.size not in SIZES:
             raise ValueError(f"size must be one of {sorted(SIZES)}, got {self.size!r}")
-        check_fields(self, RANGES, "WorldConfig", CHOICES)
+        check_fields(self, "WorldConfig", RANGES, CHOICES)
         if self.min_hops > self.max_hops:
             raise ValueError(f"WorldConfig.min_hops={self.min_hops}: must be <= max_hops {self.max_hops}")
         for kind, rate in self.noise.items():
