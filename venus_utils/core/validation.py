@@ -4,11 +4,9 @@ Two sources of truth are used, never a third copy:
 
 - a notebook's ``parameters`` cell: its default tells the type a profile or ``--set`` value must have
   (:func:`check_like_default`);
-- a config dataclass (``SFTConfig``, ``IGPOConfig``, ``WorldConfig``): its annotations tell the types, and the allowed
-  numbers and words are checked in ``__post_init__`` before anything heavy starts (:func:`check_fields`).  A stage
-  config (:class:`StageSettings`: ``SFTConfig``, ``IGPOConfig``) keeps each setting's record in its field: default,
-  ``help``, ``range``, ``choices`` and, for RL, the name TRL's config gives it (``trl``); ``WorldConfig`` still lists
-  its ranges and words beside the class.
+- a config dataclass (``SFTConfig``, ``IGPOConfig``, ``WorldConfig``): each setting's record is its field (annotation,
+  default, and in its metadata ``help``, ``range``, ``choices`` and, for RL, ``trl``, the name TRL's config gives it),
+  checked in ``__post_init__`` before anything heavy starts (:func:`check_fields`, :func:`field_limits`).
 
 The parameters that no config class holds are described by :class:`Setting` (``venus_utils.run.schemas.PARAMETERS``).
 A number is always finite: ``.nan``, ``.inf`` and ``1.0e+400`` (which YAML reads as infinity) are refused everywhere.

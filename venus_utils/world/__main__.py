@@ -12,10 +12,12 @@ import json
 from pathlib import Path
 
 from ..core.io import FolderNotOurs, check_replaceable
-from ..core.validation import number_argument
-from .build import RANGES, WORLD_TOOL, WorldConfig, build_world
+from ..core.validation import field_limits, number_argument
+from .build import WORLD_TOOL, WorldConfig, build_world
 from .expert import VISIT_POLICIES
 from .graph import SIZES
+
+LIMITS = field_limits(WorldConfig)[0]  # each knob's allowed numbers, as its WorldConfig field states them
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,29 +25,29 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="generate a world folder")
     b.add_argument("--out", required=True, help="output folder")
-    b.add_argument("--seed", type=number_argument(RANGES["seed"]), default=0)
+    b.add_argument("--seed", type=number_argument(LIMITS["seed"]), default=0)
     b.add_argument("--size", default="small", choices=list(SIZES))
-    b.add_argument("--n-worlds", type=number_argument(RANGES["n_worlds"]), default=1, help="sub-worlds in one index")
+    b.add_argument("--n-worlds", type=number_argument(LIMITS["n_worlds"]), default=1, help="sub-worlds in one index")
     b.add_argument(
         "--heldout-worlds",
-        type=number_argument(RANGES["heldout_worlds"]),
+        type=number_argument(LIMITS["heldout_worlds"]),
         default=0,
         help="sub-worlds whose questions go to val/test only",
     )
     b.add_argument(
         "--top-k",
-        type=number_argument(RANGES["search_top_k"]),
+        type=number_argument(LIMITS["search_top_k"]),
         default=WorldConfig.search_top_k,
         help="search results per query",
     )
-    b.add_argument("--snippet-chars", type=number_argument(RANGES["snippet_chars"]), default=WorldConfig.snippet_chars)
+    b.add_argument("--snippet-chars", type=number_argument(LIMITS["snippet_chars"]), default=WorldConfig.snippet_chars)
     b.add_argument(
         "--visit-sentences",
-        type=number_argument(RANGES["visit_max_sentences"]),
+        type=number_argument(LIMITS["visit_max_sentences"]),
         default=WorldConfig.visit_max_sentences,
     )
     b.add_argument("--visit-policy", default="always", choices=VISIT_POLICIES)
-    b.add_argument("--max-trajectories", type=number_argument(RANGES["max_trajectories"]), default=None)
+    b.add_argument("--max-trajectories", type=number_argument(LIMITS["max_trajectories"]), default=None)
     args = parser.parse_args(argv)
     settings = dict(
         seed=args.seed,

@@ -49,80 +49,151 @@ ABILITY = "search & question answering"  # DR-Venus's constant
 
 #: The most sub-worlds one index may hold: a small sub-world is ~300 pages and ~1,800 questions in memory at once.
 MAX_WORLDS = 256
-#: Allowed values of the numeric knobs (types come from the annotations), checked before anything is generated.
-RANGES = {
-    "seed": SEED,
-    "n_worlds": Range(1, MAX_WORLDS),
-    "heldout_worlds": Range(0, MAX_WORLDS),
-    "val_frac": FRACTION,
-    "test_frac": FRACTION,
-    "rl_frac": FRACTION,
-    "min_hops": Range(1, 10),
-    "max_hops": Range(1, 10),
-    "hard_worlds": Range(0, MAX_WORLDS),
-    "rl_worlds": Range(0, MAX_WORLDS),
-    "hard_min_hops": Range(1, 10),
-    "hard_max_hops": Range(1, 10),
-    "hard_namesake_rate": FRACTION,
-    "namesake_rate": FRACTION,
-    "distractor_rate": FRACTION,
-    "search_top_k": Range(1, 100),
-    "snippet_chars": Range(1, 100_000),
-    "visit_max_sentences": Range(1, 1_000),
-    "query_string_rate": FRACTION,
-    "expert_guess_rate": FRACTION,
-    "max_trajectories": NON_NEGATIVE,
-    "shard_size": Range(1, 10_000_000),
-}
-#: Allowed values of the knobs that are words.
-CHOICES = {"visit_policy": VISIT_POLICIES}
 
 
 @dataclass
 class WorldConfig:
-    """Knobs of the offline world (defaults: DR-Venus's tool settings, a small world, light noise)."""
+    """Knobs of the offline world (defaults: DR-Venus's tool settings, a small world, light noise); each field holds
+    its default, ``help`` and, where they apply, its ``range`` and ``choices`` (:func:`check_fields` reads them)."""
 
-    seed: int = 0
-    size: str = "small"  # tiny (~90 pages) | small (~300) | medium (~3,000) pages per sub-world
-    n_worlds: int = 1  # sub-worlds in one index (more entities -> more training data, facts cannot be memorised)
-    heldout_worlds: int = 0  # the last sub-worlds' questions go only to val/test (their pages stay in the index)
-    val_frac: float = 0.05  # share of start entities whose questions form val
-    test_frac: float = 0.10  # share of start entities whose questions form test
-    rl_frac: float = 0.0  # share of start entities (trained sub-worlds) whose questions form rl: RL's own questions,
-    #                       never in the SFT trajectories nor in val/test (DR-Venus: REDSearcher's RL 1K set)
-    min_hops: int = 2
-    max_hops: int = 4
-    # --- the hard research tier: sub-worlds by index, [sft easy | sft hard | rl | held-out] -------------
-    hard_worlds: int = 0  # the last sub-worlds are the hard tier (held-out and RL ones included when they are within)
-    rl_worlds: int = 0  # the sub-worlds before the held-out ones whose questions all go to RL (qa/rl.parquet): no
-    #                     fact, page or answer of theirs is in any SFT trajectory (DR-Venus's separate RL set)
-    hard_min_hops: int = 4  # hard-tier questions: chains of this many relations...
-    hard_max_hops: int = 5  # ...to this many (HARD_TEMPLATES add the 4-5 hop chains)
-    hard_page_only_facts: bool = True  # hard pages open with fact-free sentences until their facts start after
-    #                                    snippet_chars: search shows none of them, a visit reads them
-    hard_namesake_rate: float = 0.5  # near-namesakes in hard sub-worlds (search results to tell apart)
-    namesake_rate: float = 0.10  # share of people / organisations that are near-namesakes of another
-    distractor_rate: float = 0.25  # share of pages with a misleading extra sentence
-    search_top_k: int = 10  # results per query (Serper default 10; offline profiles use fewer)
-    snippet_chars: int = 160  # snippet length (Serper snippets are ~160 characters)
-    visit_max_sentences: int = 2  # sentences a local visit returns
-    visit_with_evidence: bool = False  # local visit also returns the whole page as "Evidence in page"
-    visit_policy: str = "always"  # expert: visit every hop's page | "needed": only when the snippet lacks the fact
-    noise: dict = field(
-        default_factory=lambda: {"duplicate": 0.08, "malformed": 0.05, "disallowed": 0.05, "wrong_answer": 0.05}
+    seed: int = field(
+        default=0,
+        metadata={"range": SEED, "help": "the world's seed: entities, pages, questions and expert trajectories"},
     )
-    query_string_rate: float = 0.10  # expert search calls with a plain-string query (valid; the cleaner normalises)
-    expert_guess_rate: float = 0.0  # an imperfect teacher (REDSearcher's kind): at a hop it would visit whose
-    #                                 results hold near-namesakes, the share where the expert takes one of them to be
-    #                                 the entity unread (Expert); world.json's trajectories.teacher counts the guesses
-    max_trajectories: int | None = None  # cap on expert trajectories (None: one per train question)
-    shard_size: int = 10_000  # rows per trajectory parquet shard
-    current_date: str = protocol.DEFAULT_DATE
+    size: str = field(
+        default="small", metadata={"help": "tiny (~90 pages) | small (~300) | medium (~3,000) pages per sub-world"}
+    )
+    n_worlds: int = field(
+        default=1,
+        metadata={
+            "range": Range(1, MAX_WORLDS),
+            "help": "sub-worlds in one index (more entities -> more training data, facts cannot be memorised)",
+        },
+    )
+    heldout_worlds: int = field(
+        default=0,
+        metadata={
+            "range": Range(0, MAX_WORLDS),
+            "help": "the last sub-worlds' questions go only to val/test (their pages stay in the index)",
+        },
+    )
+    val_frac: float = field(
+        default=0.05, metadata={"range": FRACTION, "help": "share of start entities whose questions form val"}
+    )
+    test_frac: float = field(
+        default=0.10, metadata={"range": FRACTION, "help": "share of start entities whose questions form test"}
+    )
+    rl_frac: float = field(
+        default=0.0,
+        metadata={
+            "range": FRACTION,
+            "help": "share of start entities (trained sub-worlds) whose questions form rl: RL's own questions, never"
+            " in the SFT trajectories nor in val/test (DR-Venus: REDSearcher's RL 1K set)",
+        },
+    )
+    min_hops: int = field(
+        default=2, metadata={"range": Range(1, 10), "help": "questions: chains of at least this many relations"}
+    )
+    max_hops: int = field(default=4, metadata={"range": Range(1, 10), "help": "...and at most this many"})
+    # --- the hard research tier: sub-worlds by index, [sft easy | sft hard | rl | held-out] -------------
+    hard_worlds: int = field(
+        default=0,
+        metadata={
+            "range": Range(0, MAX_WORLDS),
+            "help": "the last sub-worlds are the hard tier (held-out and RL ones included when they are within)",
+        },
+    )
+    rl_worlds: int = field(
+        default=0,
+        metadata={
+            "range": Range(0, MAX_WORLDS),
+            "help": "the sub-worlds before the held-out ones whose questions all go to RL (qa/rl.parquet): no fact, "
+            "page or answer of theirs is in any SFT trajectory (DR-Venus's separate RL set)",
+        },
+    )
+    hard_min_hops: int = field(
+        default=4, metadata={"range": Range(1, 10), "help": "hard-tier questions: chains of this many relations..."}
+    )
+    hard_max_hops: int = field(
+        default=5, metadata={"range": Range(1, 10), "help": "...to this many (HARD_TEMPLATES add the 4-5 hop chains)"}
+    )
+    hard_page_only_facts: bool = field(
+        default=True,
+        metadata={
+            "help": "hard pages open with fact-free sentences until their facts start after snippet_chars: search "
+            "shows none of them, a visit reads them"
+        },
+    )
+    hard_namesake_rate: float = field(
+        default=0.5,
+        metadata={"range": FRACTION, "help": "near-namesakes in hard sub-worlds (search results to tell apart)"},
+    )
+    namesake_rate: float = field(
+        default=0.10,
+        metadata={"range": FRACTION, "help": "share of people / organisations that are near-namesakes of another"},
+    )
+    distractor_rate: float = field(
+        default=0.25, metadata={"range": FRACTION, "help": "share of pages with a misleading extra sentence"}
+    )
+    search_top_k: int = field(
+        default=10,
+        metadata={"range": Range(1, 100), "help": "results per query (Serper default 10; offline profiles use fewer)"},
+    )
+    snippet_chars: int = field(
+        default=160,
+        metadata={"range": Range(1, 100_000), "help": "snippet length (Serper snippets are ~160 characters)"},
+    )
+    visit_max_sentences: int = field(
+        default=2, metadata={"range": Range(1, 1_000), "help": "sentences a local visit returns"}
+    )
+    visit_with_evidence: bool = field(
+        default=False, metadata={"help": 'local visit also returns the whole page as "Evidence in page"'}
+    )
+    visit_policy: str = field(
+        default="always",
+        metadata={
+            "choices": VISIT_POLICIES,
+            "help": 'expert: visit every hop\'s page | "needed": only when the snippet lacks the fact',
+        },
+    )
+    noise: dict = field(
+        default_factory=lambda: {"duplicate": 0.08, "malformed": 0.05, "disallowed": 0.05, "wrong_answer": 0.05},
+        metadata={
+            "help": "per kind of defect the cleaner must catch (a duplicate call, a malformed call, a disallowed "
+            "tool, a wrong final answer), the share of expert trajectories given it"
+        },
+    )
+    query_string_rate: float = field(
+        default=0.10,
+        metadata={
+            "range": FRACTION,
+            "help": "expert search calls with a plain-string query (valid; the cleaner normalises)",
+        },
+    )
+    expert_guess_rate: float = field(
+        default=0.0,
+        metadata={
+            "range": FRACTION,
+            "help": "an imperfect teacher (REDSearcher's kind): at a hop it would visit whose results hold near-"
+            "namesakes, the share where the expert takes one of them to be the entity unread (Expert); "
+            "world.json's trajectories.teacher counts the guesses",
+        },
+    )
+    max_trajectories: int | None = field(
+        default=None,
+        metadata={"range": NON_NEGATIVE, "help": "cap on expert trajectories (None: one per train question)"},
+    )
+    shard_size: int = field(
+        default=10_000, metadata={"range": Range(1, 10_000_000), "help": "rows per trajectory parquet shard"}
+    )
+    current_date: str = field(
+        default=protocol.DEFAULT_DATE, metadata={"help": "date line of the expert trajectories' system prompt"}
+    )
 
     def __post_init__(self):
         if self.size not in SIZES:
             raise ValueError(f"size must be one of {sorted(SIZES)}, got {self.size!r}")
-        check_fields(self, "WorldConfig", RANGES, CHOICES)
+        check_fields(self, "WorldConfig")
         if self.min_hops > self.max_hops:
             raise ValueError(f"WorldConfig.min_hops={self.min_hops}: must be <= max_hops {self.max_hops}")
         for kind, rate in self.noise.items():

@@ -1,5 +1,6 @@
-"""A stage setting is one record, its config field: type, default, allowed values, help and TRL's name. A setting added
-there alone is checked before anything loads and reaches TRL's config, with no other list to edit."""
+"""A setting of a config class (SFTConfig, IGPOConfig, WorldConfig) is one record, its field: type, default, allowed
+values, help and, for RL, TRL's name. A setting added there alone is checked before anything loads and reaches TRL's
+config, with no other list to edit."""
 
 from dataclasses import dataclass, field, fields
 
@@ -48,3 +49,15 @@ def test_every_setting_has_help_and_every_word_setting_its_choices(config):
     assert all(f.metadata.get("help") for f in fields(config)), [f.name for f in fields(config) if not f.metadata]
     assert {"max_steps", "learning_rate", "seed"} <= set(ranges)
     assert "precision" in choices
+
+
+def test_every_world_knob_has_help_and_its_limits_in_its_field():
+    from venus_utils.world.build import WorldConfig
+
+    ranges, choices = field_limits(WorldConfig)
+    assert all(f.metadata.get("help") for f in fields(WorldConfig)), [
+        f.name for f in fields(WorldConfig) if not f.metadata.get("help")
+    ]
+    assert {"seed", "n_worlds", "expert_guess_rate", "search_top_k"} <= set(ranges) and "visit_policy" in choices
+    with pytest.raises(ValueError, match=r"WorldConfig.expert_guess_rate=1.5: must be"):
+        WorldConfig(expert_guess_rate=1.5)
