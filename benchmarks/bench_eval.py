@@ -30,7 +30,10 @@ at once) in this process, one after the other:
 
 Printed: questions/s and the ratio, the generated tokens/s, the share of the machine's fp32 matmul peak (measured
 in this run on the same threads) reached by the model work the evaluation needs (every context token encoded once),
-and whether the two variants' answers are identical on the questions both answered (they must be).
+for the cached decoder the decode steps' time and the cached keys and values their attention read (each group of
+rows over its own width) as a share of the machine's memory read bandwidth (measured in this run: a decode step is
+bound by memory, not arithmetic), and whether the two variants' answers are identical on the questions both
+answered (they must be).
 """
 
 from __future__ import annotations
@@ -97,7 +100,9 @@ def main(argv=None) -> int:
         variants = tuple(v for v in variants if v[0] in wanted)
     one_thread_rows, groups = kv_decode.ONE_THREAD_DECODE_ROWS, kv_decode.MAX_LENGTH_GROUPS
     prefill_groups = kv_decode.MAX_PREFILL_GROUPS
+    decode = _count_decode_reads(kv_decode)
     for label, fast, dtype, n, workers in variants:
+        decode.update(steps=0, seconds=0.0, bytes=0)
         settings = EvalSettings(
             max_turns=args.max_turns,
             max_new_tokens=args.max_new_tokens,
@@ -130,7 +135,46 @@ def main(argv=None) -> int:
             f"{100 * share:.2f}% of the fp32 peak (accuracy {scored['correct'].mean():.3f}, "
             f"{scored['turns'].mean():.1f} turns)"
         )
+        _print_decode(decode, peak)
     return _report(results)
+
+
+def _count_decode_reads(kv_decode) -> dict:
+    """Wrap ``KVDecoder.forward`` (in this process) to add up each decode step's time and the bytes of cached keys
+    and values its attention reads: per group of rows (``kv_decode.length_groups``, as the step uses them) rows x
+    width, times key and value, the key/value heads, the head size and the layers."""
+    totals = {"steps": 0, "seconds": 0.0, "bytes": 0}
+    forward = kv_decode.KVDecoder.forward
+
+    def counted(self, ids, positions, caches, lengths_after, logits_at=None):
+        if ids.shape[1] != 1:
+            return forward(self, ids, positions, caches, lengths_after, logits_at)
+        t0 = time.perf_counter()
+        out = forward(self, ids, positions, caches, lengths_after, logits_at)
+        totals["seconds"] += time.perf_counter() - t0
+        totals["steps"] += 1
+        cpu = ids.device.type == "cpu"
+        groups = kv_decode.length_groups(lengths_after) if cpu else [(0, ids.shape[0], int(lengths_after.max()))]
+        columns = sum((e - s) * w for s, e, w in groups)
+        k = caches[0][0]
+        totals["bytes"] += columns * 2 * self.n_kv * self.head_dim * k.element_size() * self.n_layers
+        return out
+
+    kv_decode.KVDecoder.forward = counted
+    return totals
+
+
+def _print_decode(decode: dict, peak) -> None:
+    """The decode steps' time and cache reads of the variant just run (:func:`_count_decode_reads`), if it used the
+    cached decoder."""
+    if not decode["steps"]:
+        return
+    rate = decode["bytes"] / decode["seconds"] / 1e9
+    print(
+        f"{'':>11}  decode: {decode['steps']} steps in {decode['seconds']:.1f} s, their attention read "
+        f"{decode['bytes'] / 1e9:.1f} GB of cache at {rate:.1f} GB/s = {100 * rate / peak.read_gbps:.0f}% of the "
+        "machine's memory read bandwidth"
+    )
 
 
 def _report(results: dict) -> int:

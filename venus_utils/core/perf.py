@@ -88,6 +88,7 @@ class MachinePeak:
     fp32_gflops: float
     bf16_gflops: float
     bf16_native: bool  # the CPU has bf16 dot products (avx512_bf16 / AMX)
+    read_gbps: float = 0.0  # memory read bandwidth (:func:`read_gbps`; 0: not measured)
 
     @property
     def best_gflops(self) -> float:
@@ -100,11 +101,29 @@ class MachinePeak:
         return (
             f"machine peak on {self.threads} threads: fp32 {self.fp32_gflops:.0f} GFLOP/s, "
             f"bf16 {self.bf16_gflops:.0f} GFLOP/s ({native})"
+            + (f", memory read {self.read_gbps:.1f} GB/s" if self.read_gbps else "")
         )
 
 
+def read_gbps(mib: int = 512, reps: int = 5) -> float:
+    """GB/s at which this process's threads read a float32 tensor of ``mib`` MiB, far larger than a CPU's caches (the
+    best of ``reps`` sums over it): the peak of a step bound by memory, such as a decode step's attention reading its
+    cache, is this, not the matmul peak."""
+    import torch
+
+    x = torch.ones(mib * 2**20 // 4)
+    x.sum()
+    best = 0.0
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        x.sum()
+        best = max(best, x.numel() * 4 / (time.perf_counter() - t0) / 1e9)
+    return best
+
+
 def machine_peak(seconds: float = 1.0) -> MachinePeak:
-    """fp32 and bf16 matmul peaks measured now (run it in the same process and threads as what it is compared to)."""
+    """fp32 and bf16 matmul peaks and the memory's read bandwidth, measured now (run it in the same process and
+    threads as what it is compared to)."""
     import torch
 
     return MachinePeak(
@@ -112,6 +131,7 @@ def machine_peak(seconds: float = 1.0) -> MachinePeak:
         fp32_gflops=matmul_gflops(torch.float32, seconds=seconds),
         bf16_gflops=matmul_gflops(torch.bfloat16, seconds=seconds),
         bf16_native=cpu_bf16_native(),
+        read_gbps=read_gbps(),
     )
 
 
