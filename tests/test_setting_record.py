@@ -46,7 +46,9 @@ def test_every_setting_trl_takes_as_it_is_reaches_trl_under_its_name(tmp_path):
 @pytest.mark.parametrize("config", [IGPOConfig, SFTConfig])
 def test_every_setting_has_help_and_every_word_setting_its_choices(config):
     ranges, choices = field_limits(config)
-    assert all(f.metadata.get("help") for f in fields(config)), [f.name for f in fields(config) if not f.metadata]
+    assert all(f.metadata.get("help") for f in fields(config)), [
+        f.name for f in fields(config) if not f.metadata.get("help")
+    ]
     assert {"max_steps", "learning_rate", "seed"} <= set(ranges)
     assert "precision" in choices
 

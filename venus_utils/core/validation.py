@@ -192,15 +192,11 @@ def field_limits(cls: type) -> tuple[dict[str, Range], dict[str, Collection]]:
     return ranges, choices
 
 
-def check_fields(
-    obj: Any, where: str, ranges: dict[str, Range] | None = None, choices: dict[str, Collection] | None = None
-) -> None:
-    """Check every field of the dataclass instance ``obj`` against its annotation, ``ranges`` and ``choices`` (numbers
-    must also be finite; by default, what the fields' metadata states: :func:`field_limits`); raise ``ValueError``
-    naming ``where.field``, the value and what is expected."""
-    if ranges is None and choices is None:
-        ranges, choices = field_limits(type(obj))
-    ranges = ranges or {}
+def check_fields(obj: Any, where: str) -> None:
+    """Check every field of the dataclass instance ``obj`` against its annotation and the range or words its metadata
+    allows (:func:`field_limits`; numbers must also be finite); raise ``ValueError`` naming ``where.field``, the value
+    and what is expected."""
+    ranges, choices = field_limits(type(obj))
     hints = typing.get_type_hints(type(obj))
     for f in dataclasses.fields(obj):
         value = getattr(obj, f.name)
@@ -214,7 +210,7 @@ def check_fields(
         rng = ranges.get(f.name)
         if rng is not None and value is not None and not rng.ok(value):
             raise ValueError(f"{where}.{f.name}={quote(value)}: must be {rng.describe()}")
-        allowed = (choices or {}).get(f.name)
+        allowed = choices.get(f.name)
         if allowed is not None and value is not None and value not in allowed:
             raise ValueError(f"{where}.{f.name}={quote(value)}: expected one of {tuple(allowed)}")
 

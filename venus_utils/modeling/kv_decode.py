@@ -7,7 +7,8 @@ model (the tiny offline model, or any unwrapped Qwen3 / Llama-shaped causal LM w
 
     prompt ids of each request
       -> the longest cached prefix (the KV of an earlier turn of the same rollout) is reused
-      -> only the new tokens are encoded (all requests in one padded forward, each at its own positions)
+      -> only the new tokens are encoded, each request at its own positions (on the CPU in groups of requests of
+         similar length, each group one forward padded to its own longest new part)
       -> one decode loop for the whole batch over a preallocated cache, each row writing at its own position,
          rows leave the batch when they stop
       -> each row's KV (context + sampled tokens) is kept for its next turn
