@@ -9,9 +9,11 @@ boundary by the tiny Qwen3 with both methods; the script prints both wall times,
 and the largest absolute difference between the two sets of values.
 
 Then an RL step's worth of short trajectories (``--episodes``, the cpu profile's 16 rollouts of 2-6 turns): the
-KV method one episode at a time (the trainer before) against ``boundary_values_batched`` (all episodes and
-boundaries in two forwards, the trainer now), with the share of the machine's fp32 matmul peak (measured in this
-run) that the work needed (every token once, the pseudo answer once per boundary) reaches.
+KV method one episode at a time against ``boundary_values_batched`` (all episodes and boundaries in two forwards,
+the probes of a trajectory side by side over its one cache: the trainer now) and against the batched method as it
+was (``copying``: each boundary's probe on its own copy of its trajectory's cache), with the share of the machine's
+fp32 matmul peak (measured in this run) that the work needed (every token once, the pseudo answer once per
+boundary) reaches.
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_info_gain.py [--turns 24] [--size tiny] [--repeats 3]
 """
@@ -105,8 +107,10 @@ def step_scenario(model, tokenizer, args, timed) -> None:
         items.append((ep.input_ids, ep.boundaries, pseudo_answer(tokenizer, "2019")))
     peak = machine_peak()
     t_one, one = timed(lambda: [boundary_values_kv(model, i, b, p) for i, b, p in items])
+    t_copy, copied = timed(lambda: copying_batched(model, items))
     t_batch, batched = timed(lambda: boundary_values_batched(model, items))
     diff = max(abs(a - b) for x, y in zip(one, batched) for a, b in zip(x, y))
+    diff_copy = max(abs(a - b) for x, y in zip(copied, batched) for a, b in zip(x, y))
     tokens = sum(len(i) + len(b) * len(p.ids) for i, b, p in items)
     mean_len = sum(len(i) for i, _, _ in items) / len(items)
     per_token = flops_per_token(model.config, context=mean_len / 2)
@@ -114,10 +118,54 @@ def step_scenario(model, tokenizer, args, timed) -> None:
         f"\nRL step: {len(items)} episodes, {sum(len(b) for _, b, _ in items)} boundaries, "
         f"{sum(len(i) for i, _, _ in items)} tokens; {peak.describe()}"
     )
-    for label, t in (("one episode at a time (KV)", t_one), ("batched", t_batch)):
+    for label, t in (("one episode at a time (KV)", t_one), ("copying", t_copy), ("batched", t_batch)):
         gflops, share = utilisation(tokens, t, per_token, peak.fp32_gflops)
         print(f"{label:>28}: {t:.3f} s  ({gflops:.2f} GFLOP/s, {100 * share:.1f}% of the fp32 peak)")
     print(f"speed-up batched / one at a time: {t_one / t_batch:.1f}x; largest difference {diff:.2e}")
+    print(f"speed-up batched / copying: {t_copy / t_batch:.1f}x; largest difference {diff_copy:.2e}")
+
+
+def copying_batched(model, items, max_rows: int = 64) -> list[list[float]]:
+    """The batched method before the probes shared their trajectory's cache (the baseline): one forward fills every
+    trajectory's cache, then every boundary's probe runs on its own copy of it."""
+    import torch
+
+    from venus_utils.modeling.kv_decode import KVDecoder
+    from venus_utils.rl.info_gain import _gt_mean_logprob
+
+    dec = KVDecoder(model)
+    out: list[list[float]] = [[] for _ in items]
+    live = [k for k, (_, points, _) in enumerate(items) if points]
+    with torch.no_grad():
+        for start in range(0, len(live), max_rows):
+            group = live[start : start + max_rows]
+            prefix = [max(items[k][1]) - 1 for k in group]
+            width = max(max(prefix), 1)
+            n_keep = max(max(items[k][2].gt_index) + 1 for k in group)
+            caches = dec.new_caches(len(group), width + n_keep)
+            ids = torch.zeros(len(group), width, dtype=torch.long)
+            for i, (k, n) in enumerate(zip(group, prefix)):
+                ids[i, :n] = torch.tensor(list(items[k][0][:n]), dtype=torch.long)
+            positions = torch.arange(width)[None, :].expand(len(group), width)
+            pick = (torch.zeros(1, dtype=torch.long), torch.zeros(1, dtype=torch.long))
+            dec.forward(ids, positions, caches, positions.max(1).values + 1, pick)
+            rows = [(i, k, b) for i, k in enumerate(group) for b in items[k][1]]
+            for r0 in range(0, len(rows), max_rows):
+                chunk = rows[r0 : r0 + max_rows]
+                owner = torch.tensor([i for i, _, _ in chunk])
+                row_caches = [(kc.index_select(0, owner), vc.index_select(0, owner)) for kc, vc in caches]
+                x = torch.zeros(len(chunk), n_keep, dtype=torch.long)
+                pos = torch.zeros(len(chunk), n_keep, dtype=torch.long)
+                for j, (_, k, b) in enumerate(chunk):
+                    seq, pseudo = items[k][0], items[k][2]
+                    feed = [seq[b - 1]] + pseudo.ids[: max(pseudo.gt_index)]
+                    x[j, : len(feed)] = torch.tensor(feed, dtype=torch.long)
+                    pos[j] = torch.arange(b - 1, b - 1 + n_keep)
+                logits = dec.forward(x, pos, row_caches, pos.max(1).values + 1, "all")
+                for j, (_, k, _) in enumerate(chunk):
+                    pseudo = items[k][2]
+                    out[k].append(_gt_mean_logprob(logits[j], pseudo.ids, pseudo.gt_index, temperature=1.0))
+    return out
 
 
 if __name__ == "__main__":

@@ -5,16 +5,20 @@
     # a run's SFT model at the cpu lesson's size (4 questions x 4 rollouts, 10 turns x 128 tokens, T = 1)
     .venv/bin/python benchmarks/bench_rollout.py --run runs/cpu --steps 4 --max-turns 10
 
-Three IGPO trainers (:class:`venus_utils.rl.igpo_trainer.IGPOTrainer`, each on its own copy of the same model, the
+The IGPO trainers (:class:`venus_utils.rl.igpo_trainer.IGPOTrainer`, each on its own copy of the same model, the
 same questions and seed) run one after the other in this process:
 
 - ``reference``: rollouts through transformers ``generate`` (the whole context re-encoded every turn) and an update
   with gradient checkpointing (TRL's default, what the cpu profile ran before ``gradient_checkpointing: false``);
 - ``fp32``: ``fast`` with the update and the reference log-probs in float32 (``IGPOConfig.precision='fp32'``), what
   the RL stage ran before bf16 autocast reached it;
+- ``fast_reencode``: ``fast`` with the information gain encoding every episode again (the trainer before it read
+  the keys and values the rollouts' decoder kept);
 - ``fast``: rollouts through the cached decoder (:mod:`venus_utils.modeling.kv_decode`), no recomputation in the
   update, the update and the reference log-probs under bf16 autocast where the CPU has native bf16
-  (``precision='auto'``; the lesson's settings).
+  (``precision='auto'``; the lesson's settings), the information gain on the rollouts' kept caches.
+
+``--only fast_reencode,fast`` runs only those variants (in that order; ``fast`` always runs).
 
 Printed per variant: seconds per step in each phase the trainer logs (generation, the rest of the rollout: tools
 and the agent loop, judge, information gain, advantages, the policy update), generated tokens/s, and the share
@@ -43,6 +47,7 @@ def main(argv=None) -> int:
     p.add_argument("--generations", type=int, default=4, help="rollouts per question")
     p.add_argument("--max-turns", type=int, default=8)
     p.add_argument("--max-new-tokens", type=int, default=128)
+    p.add_argument("--only", default=None, help="comma-separated variants to run (default: all; fast always runs)")
     args = p.parse_args(argv)
 
     import torch
@@ -64,9 +69,21 @@ def main(argv=None) -> int:
         f"{args.max_turns} turns x {args.max_new_tokens} tokens, T = 1; {args.steps} measured steps"
     )
     print(peak.describe())
+    variants = {
+        "reference": (False, "fp32", True),
+        "fp32": (True, "fp32", True),
+        "fast_reencode": (True, "auto", False),
+        "fast": (True, "auto", True),
+    }
+    if args.only:
+        wanted = args.only.split(",")
+        unknown = sorted(set(wanted) - set(variants))
+        if unknown:
+            raise SystemExit(f"--only: unknown variant(s) {unknown}; choose from {sorted(variants)}")
+        variants = {k: variants[k] for k in [w for w in wanted if w != "fast"] + ["fast"]}
     trainers = {
-        label: _trainer(args, steps, fast, precision, base, tokenizer, rows, world, tmp / label)
-        for label, fast, precision in (("reference", False, "fp32"), ("fp32", True, "fp32"), ("fast", True, "auto"))
+        label: _trainer(args, steps, fast, precision, base, tokenizer, rows, world, tmp / label, reuse)
+        for label, (fast, precision, reuse) in variants.items()
     }
     for label, trainer in trainers.items():
         print(f"[bench_rollout] {label}: {steps} steps", flush=True)
@@ -89,10 +106,11 @@ def _inputs(run: str | None, tmp: Path) -> tuple[Path, Path]:
     return world, model_dir
 
 
-def _trainer(args, steps: int, fast: bool, precision: str, base, tokenizer, rows, world: Path, out: Path):
+def _trainer(args, steps: int, fast: bool, precision: str, base, tokenizer, rows, world: Path, out: Path, reuse=True):
     """An IGPOTrainer on a copy of ``base``: the fast path (cached decoding, no recomputation in the update) or the
     reference (transformers ``generate``, gradient checkpointing on, as the code before them), its update in
-    ``precision``."""
+    ``precision``; without ``reuse`` the information gain encodes the episodes again instead of reading the
+    rollouts' kept caches."""
     from datasets import Dataset
 
     from venus_utils.judging.judge import judge_function
@@ -116,15 +134,30 @@ def _trainer(args, steps: int, fast: bool, precision: str, base, tokenizer, rows
         gradient_checkpointing=not fast,
         precision=precision,
     )
+    rollout_fn = make_agent_rollout(make_toolbox("local", world), fast=fast)
+    if not reuse:
+        rollout_fn = _hide_decoder(rollout_fn)
     return IGPOTrainer(
         copy.deepcopy(base),
         tokenizer,
         Dataset.from_list(rows),
         cfg,
         grpo_args(cfg, out, save_strategy="no"),
-        rollout_fn=make_agent_rollout(make_toolbox("local", world), fast=fast),
+        rollout_fn=rollout_fn,
         judge=judge_function("offline")[0],
     )
+
+
+def _hide_decoder(rollout_fn):
+    """``rollout_fn`` without its ``decoder``: the trainer's information gain then encodes the episodes again."""
+
+    def rollout(*args, **kwargs):
+        episodes = rollout_fn(*args, **kwargs)
+        rollout.timing = rollout_fn.timing
+        return episodes
+
+    rollout.timing = {}
+    return rollout
 
 
 def _measured(out: Path) -> dict:
@@ -150,12 +183,12 @@ def _report(results: dict, config, peak) -> None:
     print(
         f"\n{'s per step':<16}"
         + "".join(f"{k:>12}" for k in results)
-        + "".join(f"{'/'.join((k, 'fast')):>18}" for k in others)
+        + "".join(f"{'/'.join((k, 'fast')):>20}" for k in others)
     )
 
     def row(name: str, secs: dict) -> None:
         b = secs["fast"]
-        ratios = "".join(f"{(secs[k] / b if b else float('nan')):>17.1f}x" for k in others)
+        ratios = "".join(f"{(secs[k] / b if b else float('nan')):>19.1f}x" for k in others)
         print(f"{name:<16}" + "".join(f"{secs[k]:>12.2f}" for k in results) + ratios)
 
     for ph in PHASES:

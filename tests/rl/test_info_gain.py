@@ -81,8 +81,15 @@ def test_kv_cache_equals_naive(tiny_lm):
         boundary_values_kv(model, ids, [0], pa)
 
 
-def test_batched_values_equal_naive_across_trajectories(tiny_lm):
-    """An RL step's episodes scored in two forwards: the same values as one full forward per boundary."""
+@pytest.mark.parametrize("mask_bytes", [None, 1])
+def test_batched_values_equal_naive_across_trajectories(tiny_lm, monkeypatch, mask_bytes):
+    """An RL step's episodes scored in two forwards (the probes of each trajectory side by side over its one cache):
+    the same values as one full forward per boundary; also with every trajectory in a group of its own (the probe
+    mask's size limit)."""
+    import venus_utils.rl.info_gain as ig
+
+    if mask_bytes is not None:
+        monkeypatch.setattr(ig, "PROBE_MASK_BYTES", mask_bytes)
     model, tok = tiny_lm
     items = []
     for seed, (n, boundaries, gt) in enumerate(
@@ -149,3 +156,43 @@ def test_compute_info_gain_end_to_end(tiny_lm):
     assert max(abs(a - b) for a, b in zip(res.gains[1::2], naive.gains[1::2])) < 1e-4
     empty = compute_info_gain(model, tok, ids, boundaries, names, "")
     assert empty.gains == [None] * 4
+
+
+def test_probe_groups_keep_the_mask_under_its_limit(monkeypatch):
+    import venus_utils.rl.info_gain as ig
+
+    pa = ig.PseudoAnswer(text="", ids=[1, 2, 3, 4], gt_index=[1, 2])  # 3 probe tokens per boundary
+    items = [(list(range(100)), [10, 50], pa), (list(range(100)), [], pa), (list(range(200)), [20, 200], pa)] * 2
+    live = [k for k, it in enumerate(items) if it[1]]
+    assert list(ig._probe_groups(items, live, 64)) == [live]
+    assert list(ig._probe_groups(items, live, 2)) == [live[:2], live[2:]]
+    one = 4 * 1 * 3 * 2 * (199 + 6)  # the longest trajectory's own mask
+    monkeypatch.setattr(ig, "PROBE_MASK_BYTES", 2 * one - 1)
+    groups = list(ig._probe_groups(items, live, 64))
+    assert [k for g in groups for k in g] == live and all(len(g) == 1 for g in groups[1:])
+    monkeypatch.setattr(ig, "PROBE_MASK_BYTES", 0)
+    assert list(ig._probe_groups(items, live, 64)) == [[k] for k in live]  # one trajectory still runs alone
+
+
+def test_batched_values_read_the_decoders_kept_caches(tiny_lm):
+    """IG on trajectories a KVDecoder generated reads the keys and values it kept (none encoded again but the one
+    token each row re-encodes) and gives the values of one full forward per boundary."""
+    from venus_utils.modeling.kv_decode import KVDecoder
+
+    model, tok = tiny_lm
+    model.eval()
+    dec = KVDecoder(model)
+    prompts = [_trajectory(n, len(tok), seed=n) for n in (40, 75, 120)]
+    sampled = dec.generate(prompts, 30, stop_ids=set())
+    items = []
+    for p, s in zip(prompts, sampled):
+        ids = p + s
+        items.append((ids, [len(p) // 2, len(p), len(ids) - 3], pseudo_answer(tok, "Kent County")))
+    before = dict(dec.stats)
+    got = boundary_values_batched(model, items, decoder=dec)
+    encoded = dec.stats["encoded_tokens"] - before["encoded_tokens"]
+    assert dec.stats["reused_tokens"] - before["reused_tokens"] == sum(max(b) - 2 for _, b, _ in items)
+    assert encoded == len(items)  # one token per row, whose logits a generation call would start from
+    for (ids, boundaries, pa), values in zip(items, got):
+        naive = boundary_values_naive(model, ids, boundaries, pa)
+        assert max(abs(a - b) for a, b in zip(naive, values)) < 1e-4

@@ -196,7 +196,8 @@ class TransformersBackend:
     Qwen3/Qwen2/Llama) generates through :class:`~venus_utils.modeling.kv_decode.KVDecoder`: each rollout's keys and
     values are kept across its turns, only the new tokens are encoded, and the batch decodes over a preallocated
     cache (greedy answers equal ``generate``'s).  ``fast=False``, or any other model, uses ``model.generate``
-    (:meth:`generate_ids_reference`).
+    (:meth:`generate_ids_reference`).  ``decoder``: an earlier backend's decoder on the same model, reused with the
+    caches it kept (they are dropped when a weight changes).
     """
 
     def __init__(
@@ -208,6 +209,7 @@ class TransformersBackend:
         device: str | None = None,
         stop_event: threading.Event | None = None,
         fast: bool = True,
+        decoder: Any = None,
     ):
         import torch
 
@@ -225,7 +227,10 @@ class TransformersBackend:
         if fast:
             from ..modeling.kv_decode import KVDecoder, supports
 
-            if supports(model):
+            if decoder is not None and decoder.model is model:  # an earlier backend's, with the caches it kept
+                self.decoder = decoder
+                decoder.max_entries = max(decoder.max_entries, 2 * max_batch + 8)
+            elif supports(model):
                 self.decoder = KVDecoder(model, pad_id=self.pad_id, max_entries=2 * max_batch + 8)
 
     @classmethod

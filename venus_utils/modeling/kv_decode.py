@@ -155,12 +155,16 @@ class KVDecoder:
             for _ in range(self.n_layers)
         ]
 
-    def forward(self, ids, positions, caches, lengths_after, logits_at=None):
+    def forward(self, ids, positions, caches, lengths_after, logits_at=None, *, columns=None, bias=None):
         """Run ``ids`` (B, T) at ``positions`` (B, T); write their keys/values into ``caches`` at those positions
         and attend, per row, to every cached column up to the query's own position (what a row wrote earlier at
         lower positions is its context).  ``lengths_after``: per row, the columns in use after the call.  Returns
         the logits (float) of ``logits_at`` = (row indices, time indices), of every position with ``"all"``
-        (B, T, V), or of the last column (B, V)."""
+        (B, T, V), or of the last column (B, V).
+
+        ``columns`` (B, T) writes the keys/values elsewhere than at their positions, and ``bias`` (B, 1, T, width),
+        an additive mask, says which columns each query sees instead: the information gain's probes use both to
+        attend to a shared trajectory cache they do not overwrite."""
         inner = self.model.model
         hidden = inner.embed_tokens(ids)
         cos, sin = inner.rotary_emb(hidden, positions)
@@ -169,9 +173,9 @@ class KVDecoder:
         width = int(lengths_after.max())
         # rows that all start at position 0 (a first turn, a trajectory's prefill) attend only to what they write:
         # plain causal attention over the new keys, no (B, T, width) mask (SDPA's fused causal kernel)
-        fresh = t > 1 and bool((positions[:, 0] == 0).all())
-        bias = None
-        if not fresh:
+        fresh = t > 1 and bias is None and columns is None and bool((positions[:, 0] == 0).all())
+        columns = positions if columns is None else columns
+        if not fresh and bias is None:
             cols = torch.arange(width, device=ids.device)
             visible = (cols[None, None, :] <= positions[:, :, None]).unsqueeze(1)  # (B, 1, T, width)
             # an additive mask: the same result as a boolean one, and SDPA's CPU kernel runs it ~1.6x faster
@@ -193,8 +197,8 @@ class KVDecoder:
             v = attn.v_proj(x).view(shape).transpose(1, 2)
             q = q * cos + _rotate_half(q) * sin
             k = k * cos + _rotate_half(k) * sin
-            k_cache[rows, :, positions] = k.transpose(1, 2)
-            v_cache[rows, :, positions] = v.transpose(1, 2)
+            k_cache[rows, :, columns] = k.transpose(1, 2)
+            v_cache[rows, :, columns] = v.transpose(1, 2)
             if fresh:
                 out = F.scaled_dot_product_attention(
                     q, k, v, is_causal=True, scale=attn.scaling, enable_gqa=self.n_kv != self.n_heads
@@ -247,46 +251,16 @@ class KVDecoder:
 
     def _generate(self, prompts, max_new_tokens, stop_ids, temperature, top_p, top_k, should_stop):
         device = next(self.model.parameters()).device
-        version = self._version()
-        if version != self._weights_version:
-            self.clear()
-            self._weights_version = version
         arrays = [np.asarray(p, dtype=np.int64) for p in prompts]
-        taken = [self._take(a) if len(a) else None for a in arrays]
-        reused = [len(e.ids) if e is not None else 0 for e in taken]
-        new = [len(a) - r for a, r in zip(arrays, reused)]
-        b, t_new = len(prompts), max(max(new), 1)
-        capacity = max(r + t_new for r in reused) + max_new_tokens
-        self.stats["requests"] += b
-        self.stats["prompt_tokens"] += sum(len(a) for a in arrays)
-        self.stats["reused_tokens"] += sum(reused)
-        self.stats["encoded_tokens"] += sum(new)
         # rows ordered by length (they stay so: all grow by one per step), so that a decode step's attention reads
         # each group of rows over its own width (length_groups); the answers go back in the callers' order
+        b = len(arrays)
         order = sorted(range(b), key=lambda i: len(arrays[i])) if b >= 2 * MIN_GROUP_ROWS else list(range(b))
-        arrays, taken, reused, new = ([x[i] for i in order] for x in (arrays, taken, reused, new))
-
-        caches = self.new_caches(b, capacity)
-        for layer, (k, v) in enumerate(caches):
-            for i, e in enumerate(taken):
-                if e is not None:
-                    k[i, :, : reused[i]] = e.kv[layer][0]
-                    v[i, :, : reused[i]] = e.kv[layer][1]
-        del taken
-
-        # 1. encode each row's new tokens at its own positions (right-padded; pads write past the row's end), on
-        # the CPU in groups of rows of similar length, each padded to its own longest new part and attending over
-        # its own longest context (length_groups)
+        arrays = [arrays[i] for i in order]
+        caches, logits = self._encode(arrays, max_new_tokens)
         lengths = torch.tensor([len(a) for a in arrays], device=device)  # next write position per row
-        groups = length_groups(lengths, MAX_PREFILL_GROUPS, MIN_PREFILL_ROWS) if device.type == "cpu" else [(0, b, 0)]
-        logits = torch.cat(
-            [
-                self._prefill(arrays[s:e], reused[s:e], [(k[s:e], v[s:e]) for k, v in caches], device)
-                for s, e, _ in groups
-            ]
-        )
 
-        # 2. decode all rows together; a row that stops is done (its cache is kept for its next turn).  Done rows
+        # decode all rows together; a row that stops is done (its cache is kept for its next turn).  Done rows
         # leave the batch only once they are a quarter of it: each removal copies every row's cache, and removing
         # rows one by one (a batch's rows stop at different steps) cost more than decoding a few idle rows.
         with _decode_threads(device, b):
@@ -307,6 +281,51 @@ class KVDecoder:
         for i, row in enumerate(order):
             answers[row] = out[i]
         return answers
+
+    @torch.no_grad()
+    def encode(self, prompts: list[list[int]], extra: int = 0) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Caches (per layer: keys, values of rows x columns) holding each prompt's keys and values at its
+        positions, with at least ``extra`` free columns after the longest: the cached prefixes of earlier calls
+        are reused (an RL step's information gain reads the rollouts' own), the rest is encoded.  Rows sorted by
+        length are encoded in groups of similar length (on the CPU)."""
+        with self._lock:
+            return self._encode([np.asarray(p, dtype=np.int64) for p in prompts], extra)[0]
+
+    def _encode(self, arrays: list[np.ndarray], extra: int):
+        """``(caches, logits of each row's last token)`` for :meth:`encode` and :meth:`_generate` (rows in the
+        given order): the longest cached prefix of each row copied in, its new tokens encoded at its positions
+        (right-padded; pads write past the row's end), on the CPU in groups of rows of similar length, each padded
+        to its own longest new part and attending over its own longest context (length_groups)."""
+        device = next(self.model.parameters()).device
+        version = self._version()
+        if version != self._weights_version:
+            self.clear()
+            self._weights_version = version
+        taken = [self._take(a) if len(a) else None for a in arrays]
+        reused = [len(e.ids) if e is not None else 0 for e in taken]
+        new = [len(a) - r for a, r in zip(arrays, reused)]
+        capacity = max(reused) + max(max(new), 1) + extra
+        self.stats["requests"] += len(arrays)
+        self.stats["prompt_tokens"] += sum(len(a) for a in arrays)
+        self.stats["reused_tokens"] += sum(reused)
+        self.stats["encoded_tokens"] += sum(new)
+        caches = self.new_caches(len(arrays), capacity)
+        for layer, (k, v) in enumerate(caches):
+            for i, e in enumerate(taken):
+                if e is not None:
+                    k[i, :, : reused[i]] = e.kv[layer][0]
+                    v[i, :, : reused[i]] = e.kv[layer][1]
+        del taken
+        lengths = torch.tensor([len(a) for a in arrays])
+        groups = length_groups(lengths, MAX_PREFILL_GROUPS, MIN_PREFILL_ROWS) if device.type == "cpu" else None
+        groups = groups or [(0, len(arrays), 0)]
+        logits = torch.cat(
+            [
+                self._prefill(arrays[s:e], reused[s:e], [(k[s:e], v[s:e]) for k, v in caches], device)
+                for s, e, _ in groups
+            ]
+        )
+        return caches, logits
 
     def _prefill(self, arrays, reused, caches, device) -> torch.Tensor:
         """Encode the rows' new tokens (``arrays[i][reused[i]:]``) into ``caches`` (theirs alone); the logits of

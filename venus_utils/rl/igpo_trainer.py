@@ -221,7 +221,10 @@ class IGPOTrainer(AtomicCheckpoints, GRPOTrainer):
     def score_episodes(self, episodes: Sequence[Episode]) -> list[dict[int, float]]:
         """Fill IG and format errors on each judged episode (:func:`~.scoring.score_turns`), call the reward functions
         and return each episode's token-level rewards."""
-        score_turns(self.policy(), self.processing_class, episodes, self.igpo)
+        decoder = getattr(self.rollout_fn, "decoder", None)  # the rollouts' kept caches: IG reads them
+        score_turns(self.policy(), self.processing_class, episodes, self.igpo, decoder=decoder)
+        if decoder is not None:
+            decoder.clear()  # the update changes the weights: the caches are stale, and their memory is the update's
         rewards = []
         for ep in episodes:
             if ep.num_turns == 0 or not ep.completion_ids:  # a failed rollout: no tokens, no statistics

@@ -15,8 +15,9 @@ Three ways to compute the values, equal up to float error (tested):
   (last first) crop the cache back to ``b - 1`` tokens and feed ``[token b-1] + pseudo`` (DR-Venus's
   ``compute_ig_with_kv_cache``);
 - :func:`boundary_values_batched`: the KV method for many trajectories at once (an RL step's episodes): one
-  padded forward fills every trajectory's cache, one more scores every boundary of every trajectory, each row on
-  its own copy of its trajectory's cache (models :mod:`venus_utils.modeling.kv_decode` runs; the trainer's default).
+  padded forward fills every trajectory's cache, one more scores every boundary of every trajectory, the probes of
+  a trajectory side by side over its one cache (models :mod:`venus_utils.modeling.kv_decode` runs; the trainer's
+  default).
 """
 
 from __future__ import annotations
@@ -158,51 +159,108 @@ def boundary_values_batched(
     *,
     temperature: float = 1.0,
     max_rows: int = 64,
+    decoder=None,
 ) -> list[list[float]]:
-    """:func:`boundary_values_kv` for many ``(input_ids, boundaries, pseudo)`` items at once, batched over items and
-    boundaries (at most ``max_rows`` boundary rows per forward).  The model must be one that
-    :func:`venus_utils.modeling.kv_decode.supports`."""
+    """:func:`boundary_values_kv` for many ``(input_ids, boundaries, pseudo)`` items at once, at most ``max_rows``
+    trajectories per forward.  The model must be one that :func:`venus_utils.modeling.kv_decode.supports`.
+
+    Per group of trajectories of similar length: each trajectory's cache is filled with its tokens
+    (:meth:`~venus_utils.modeling.kv_decode.KVDecoder.encode`: with ``decoder``, the :class:`KVDecoder` that
+    generated the trajectories on this ``model``, the keys and values it kept are copied in instead of encoded
+    again); then one forward runs every boundary's probe (``[token b-1] + pseudo``) of every trajectory at once, the
+    probes of a trajectory side by side in its row, written after its tokens, each at its own positions and seeing
+    only the cached columns before its boundary and its own earlier tokens (:func:`_probe_mask`).  A trajectory's
+    cache is read once for all its boundaries and never copied per boundary."""
     import torch
 
     from ..modeling.kv_decode import KVDecoder
 
-    dec = KVDecoder(model)
+    dec = decoder if decoder is not None and decoder.model is model else KVDecoder(model)
     device = next(model.parameters()).device
     for ids, points, _ in items:
         for b in points:
             _check_boundary(b, len(ids))
     out: list[list[float]] = [[] for _ in items]
-    live = [k for k, (_, points, _) in enumerate(items) if points]
+    live = sorted((k for k, (_, points, _) in enumerate(items) if points), key=lambda k: max(items[k][1]))
     with torch.no_grad():
-        for start in range(0, len(live), max(1, max_rows)):
-            group = live[start : start + max_rows]
+        for group in _probe_groups(items, live, max_rows):
             prefix = [max(items[k][1]) - 1 for k in group]  # cached tokens needed by the last boundary
             width = max(max(prefix), 1)
             n_keep = max(max(items[k][2].gt_index) + 1 for k in group)
-            caches = dec.new_caches(len(group), width + n_keep)
-            ids = torch.zeros(len(group), width, dtype=torch.long)
-            for i, (k, n) in enumerate(zip(group, prefix)):
-                ids[i, :n] = torch.tensor(list(items[k][0][:n]), dtype=torch.long)
-            positions = torch.arange(width)[None, :].expand(len(group), width)
-            pick = (torch.zeros(1, dtype=torch.long), torch.zeros(1, dtype=torch.long))
-            dec.forward(ids.to(device), positions.to(device), caches, positions.max(1).values + 1, pick)
-            rows = [(i, k, b) for i, k in enumerate(group) for b in items[k][1]]
-            for r0 in range(0, len(rows), max(1, max_rows)):
-                chunk = rows[r0 : r0 + max_rows]
-                owner = torch.tensor([i for i, _, _ in chunk], device=device)
-                row_caches = [(kc.index_select(0, owner), vc.index_select(0, owner)) for kc, vc in caches]
-                x = torch.zeros(len(chunk), n_keep, dtype=torch.long)
-                pos = torch.zeros(len(chunk), n_keep, dtype=torch.long)
-                for j, (_, k, b) in enumerate(chunk):
-                    seq, pseudo = items[k][0], items[k][2]
+            probes = n_keep * max(len(items[k][1]) for k in group)
+            caches = dec.encode([list(items[k][0][:n]) for k, n in zip(group, prefix)], extra=probes + 1)
+            x = torch.zeros(len(group), probes, dtype=torch.long)
+            pos = torch.zeros(len(group), probes, dtype=torch.long)
+            for i, k in enumerate(group):
+                seq, points, pseudo = items[k]
+                for j, b in enumerate(points):
                     feed = [seq[b - 1]] + pseudo.ids[: max(pseudo.gt_index)]
-                    x[j, : len(feed)] = torch.tensor(feed, dtype=torch.long)
-                    pos[j] = torch.arange(b - 1, b - 1 + n_keep)
-                logits = dec.forward(x.to(device), pos.to(device), row_caches, pos.max(1).values + 1, "all")
-                for j, (_, k, _) in enumerate(chunk):
-                    pseudo = items[k][2]
-                    out[k].append(_gt_mean_logprob(logits[j], pseudo.ids, pseudo.gt_index, temperature))
+                    x[i, j * n_keep : j * n_keep + len(feed)] = torch.tensor(feed, dtype=torch.long)
+                    pos[i, j * n_keep : (j + 1) * n_keep] = torch.arange(b - 1, b - 1 + n_keep)
+            bias = _probe_mask([items[k][1] for k in group], width, n_keep, probes)
+            columns = (width + torch.arange(probes))[None, :].expand(len(group), probes)
+            logits = dec.forward(
+                x.to(device),
+                pos.to(device),
+                caches,
+                torch.full((len(group),), width + probes, device=device),
+                "all",
+                columns=columns.to(device),
+                bias=bias.to(device=device, dtype=caches[0][0].dtype),
+            )
+            for i, k in enumerate(group):
+                pseudo = items[k][2]
+                for j in range(len(items[k][1])):
+                    window = logits[i, j * n_keep : (j + 1) * n_keep]
+                    out[k].append(_gt_mean_logprob(window, pseudo.ids, pseudo.gt_index, temperature))
     return out
+
+
+#: the probe forward's additive mask (rows x probes x columns, float32) stays under this size: a group of
+#: trajectories is cut short before it (a single trajectory past it still runs, alone)
+PROBE_MASK_BYTES = 256 << 20
+
+
+def _probe_groups(items, live: list[int], max_rows: int):
+    """Consecutive groups of at most ``max_rows`` of the ``live`` items whose probe mask fits
+    :data:`PROBE_MASK_BYTES` (rows x probe tokens x (longest cache + probe tokens), as the forward pads them)."""
+    group: list[int] = []
+    shape = (0, 0, 0)  # the group's longest cache, longest pseudo answer, most boundaries
+
+    def size(rows, width, n_keep, n_points):
+        return 4 * rows * n_keep * n_points * (width + n_keep * n_points)
+
+    for k in live:
+        _, points, pseudo = items[k]
+        mine = (max(points) - 1, max(pseudo.gt_index) + 1, len(points))
+        grown = tuple(max(a, b) for a, b in zip(shape, mine))
+        if group and (len(group) >= max(1, max_rows) or size(len(group) + 1, *grown) > PROBE_MASK_BYTES):
+            yield group
+            group, grown = [], mine
+        group.append(k)
+        shape = grown
+    if group:
+        yield group
+
+
+def _probe_mask(points: Sequence[Sequence[int]], width: int, n_keep: int, probes: int):
+    """The additive mask (rows, 1, probes, width + probes) of :func:`boundary_values_batched`'s probe forward:
+    query ``m`` of probe ``j`` (boundary ``b``) sees the cached columns before ``b - 1`` and its own probe's
+    columns up to ``m``, nothing of the other probes; a padding query sees only itself."""
+    import torch
+
+    q = torch.arange(probes)
+    same_probe = (q[None, :] // n_keep == q[:, None] // n_keep) & (q[None, :] % n_keep <= q[:, None] % n_keep)
+    limit = torch.zeros(len(points), probes, dtype=torch.long)
+    real = torch.zeros(len(points), probes, dtype=torch.bool)
+    for i, bs in enumerate(points):
+        for j, b in enumerate(bs):
+            limit[i, j * n_keep : (j + 1) * n_keep] = b - 1
+            real[i, j * n_keep : (j + 1) * n_keep] = True
+    cached = torch.arange(width)[None, None, :] < limit[:, :, None]  # (rows, probes, width)
+    own = same_probe[None, :, :] & (real[:, :, None] | torch.eye(probes, dtype=torch.bool)[None])
+    visible = torch.cat([cached, own.expand(len(points), -1, -1)], dim=2)
+    return torch.zeros(visible.shape).masked_fill(~visible, float("-inf")).unsqueeze(1)
 
 
 # --- from values to turn rewards ------------------------------------------------------------------------------
@@ -258,8 +316,9 @@ class InfoGainResult:
     kept: list[int] = field(default_factory=list)
 
 
-#: the batched IG copies a trajectory's cache per boundary row: past this size per row (long web trajectories of a
-#: billions-parameter model) the per-trajectory KV method, which crops one cache in place, is used instead
+#: the batched IG holds a cache per trajectory of its group (:func:`boundary_values_batched`): past this size per
+#: trajectory (long web trajectories of a billions-parameter model) the per-trajectory KV method, which crops one
+#: cache in place, is used instead
 BATCHED_ROW_BYTES = 64 << 20
 
 
@@ -300,9 +359,11 @@ def compute_info_gains(
     template: str = PSEUDO_ANSWER,
     temperature: float = 1.0,
     chunk_size: int = 8192,
+    decoder=None,
 ) -> list[InfoGainResult]:
     """:func:`compute_info_gain` for many trajectories (dicts with ``input_ids``, ``boundaries``, ``tool_names``,
-    ``ground_truth``): batched (:func:`boundary_values_batched`) when the model allows it, else one at a time."""
+    ``ground_truth``): batched (:func:`boundary_values_batched`, reading ``decoder``'s kept caches where it has
+    them) when the model allows it, else one at a time."""
     from ..modeling.kv_decode import supports
 
     kw = dict(info_gain_type=info_gain_type, tool_filter=tool_filter, template=template, temperature=temperature)
@@ -320,7 +381,7 @@ def compute_info_gains(
     was_training = model.training
     model.eval()
     try:
-        scored = boundary_values_batched(model, items, temperature=temperature)
+        scored = boundary_values_batched(model, items, temperature=temperature, decoder=decoder)
     finally:
         model.train(was_training)
     return [

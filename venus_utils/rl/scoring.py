@@ -44,9 +44,11 @@ def judge_episodes(judge: JudgeFn, episodes: Sequence[Episode], where: str = "")
         ep.judge_score = score
 
 
-def score_turns(policy, tokenizer, episodes: Sequence[Episode], cfg: IGPOConfig) -> None:
+def score_turns(policy, tokenizer, episodes: Sequence[Episode], cfg: IGPOConfig, decoder=None) -> None:
     """Fill each episode's ``info_gain`` / ``ig_values`` (the policy's belief in the ground truth after each turn,
-    with ``cfg``'s tool filter, every episode of the batch at once) and ``format_errors`` (DR-Venus's turn check)."""
+    with ``cfg``'s tool filter, every episode of the batch at once) and ``format_errors`` (DR-Venus's turn check).
+    ``decoder``: the cached decoder that generated the episodes on ``policy`` (its kept keys and values are read,
+    not encoded again)."""
     gains = compute_info_gains(
         policy,
         tokenizer,
@@ -64,6 +66,7 @@ def score_turns(policy, tokenizer, episodes: Sequence[Episode], cfg: IGPOConfig)
         template=cfg.pseudo_answer,
         temperature=cfg.temperature,
         chunk_size=cfg.ig_chunk_size,
+        decoder=decoder,
     )
     for ep, ig in zip(episodes, gains, strict=True):
         ep.info_gain, ep.ig_values = ig.gains, ig.values
