@@ -276,6 +276,12 @@ def model_digest(model_dir: str | Path) -> str:
     return h.hexdigest()
 
 
+def local_model_digest(model: str | Path) -> str | None:
+    """:func:`model_digest` of a model folder; None for anything else (a hub name such as ``Qwen/Qwen3-4B``, a
+    server URL): what a training run's resume guard records, so a model retrained at the same path is another run."""
+    return model_digest(model) if Path(model).is_dir() else None
+
+
 def _reusable(path: Path, fingerprint: dict, judged_by: str, rows: int) -> pd.DataFrame | None:
     """The scored table at ``path`` if it was made with ``fingerprint`` (its rollouts' sidecar), is complete and was
     scored by the same judge, every answer judged by it (no judge error, no offline fallback); else None."""

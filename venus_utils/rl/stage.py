@@ -88,7 +88,8 @@ def resume_settings(
     rewards: dict[str, Callable] | None = None,
 ) -> dict[str, Any]:
     """What defines an RL run, for :func:`venus_utils.core.checkpoints.guard_resume`: the IGPO config without
-    :data:`RESUMABLE_FIELDS` (``search_cost`` included), the SFT model, the question pool (before any filter: the
+    :data:`RESUMABLE_FIELDS` (``search_cost`` included), the SFT model (its path and its weights' digest: an SFT
+    model retrained at the same path is another run), the question pool (before any filter: the
     filter samples), the filter setting and the fingerprints (:func:`~.rewards.reward_fingerprint`) of
     ``turn_reward`` / ``outcome_reward`` / ``turn_advantages`` (notebook 04's cells), so an edited cell is never
     trained as a resume of the old rules nor restored as the old model."""
@@ -99,6 +100,7 @@ def resume_settings(
     return {
         **{k: v for k, v in cfg.to_dict().items() if k not in RESUMABLE_FIELDS},
         "sft_model": str(sft_model),
+        "sft_model_digest": ho.local_model_digest(sft_model),
         "questions": f"{len(question_pool)} questions, sha256 {pool}",
         "filter_samples": filter_samples,
         **{name: reward_fingerprint((rewards or {}).get(name)) for name in REWARD_FUNCTIONS},
@@ -125,9 +127,10 @@ def resume(
     (:func:`venus_utils.core.checkpoints.prepare_resume`).  The stage folder is held first (:meth:`Stage.hold`): a
     second run of the stage is refused before anything in it is deleted."""
     stage.hold()
+    settings = resume_settings(cfg, sft_dir, question_pool, filter_samples, rewards)
     return prepare_resume(
         stage.dir,
-        resume_settings(cfg, sft_dir, question_pool, filter_samples, rewards),
+        settings,
         root=stage.run_dir,
         max_steps=cfg.max_steps,
         limits=finish_limits(cfg, max_time_minutes),
@@ -135,6 +138,7 @@ def resume(
         defaults={
             **{f.name: f.default for f in fields(IGPOConfig) if f.name not in RESUMABLE_FIELDS},
             **dict.fromkeys(REWARD_FUNCTIONS),  # a run made before fingerprints: none recorded
+            "sft_model_digest": settings["sft_model_digest"],  # one made before digests: its path decided
         },
     )  # a run made before a setting existed was made with its default
 

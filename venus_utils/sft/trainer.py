@@ -451,11 +451,15 @@ RESUMABLE_FIELDS = {
 
 def resume_settings(cfg: SFTConfig, model_path: str | Path, train_rows: list[dict[str, Any]]) -> dict[str, Any]:
     """What defines an SFT run, for :func:`venus_utils.core.checkpoints.guard_resume`: the config without
-    :data:`RESUMABLE_FIELDS`, the base model and the size of the training data."""
+    :data:`RESUMABLE_FIELDS`, the base model (its path, and a local folder's digest: a base model built again at the
+    same path, another world's tokenizer, is another run) and the size of the training data."""
+    from ..eval.heldout import local_model_digest  # pandas: not needed to import the trainer
+
     kept = {k: v for k, v in asdict(cfg).items() if k not in RESUMABLE_FIELDS}
     return {
         **kept,
         "base_model": str(model_path),
+        "base_model_digest": local_model_digest(model_path),
         "train_rows": len(train_rows),
         "train_tokens": sum(int(r["length"]) for r in train_rows),
     }
@@ -550,13 +554,15 @@ def _train_sft(
     checkpoints_dir = out_dir / "checkpoints"
     point = ResumePoint()
     if cfg.resume:
+        settings = resume_settings(cfg, model_path, train_rows)
         point = prepare_resume(
             checkpoints_dir,
-            resume_settings(cfg, model_path, train_rows),
+            settings,
             root=out_dir.parent,
             max_steps=cfg.max_steps,
             limits={**finish_limits(cfg), **(extra_limits or {})},
             main_process=is_main_process(),
+            defaults={"base_model_digest": settings["base_model_digest"]},  # a run made before digests: its path
         )
     wall = train_to_end(trainer, point, checkpoints_dir, cfg.max_steps, {**finish_limits(cfg), **(extra_limits or {})})
     if val_rows and not point.finished:
