@@ -83,7 +83,8 @@ browser:
 test-core: $(ENV_STAMP) browser lint
 	$(VENV)/bin/python -m pytest -m "not unsloth" $(PYTEST_ARGS)
 
-# One style for the tree ([tool.ruff] in pyproject.toml); `make format` applies it.
+# One style for the tree ([tool.ruff] in pyproject.toml); `make format` applies it, and writes the notebooks' code
+# into notebooks/code/ (venus_utils/run/notebook_code.py).
 lint: $(ENV_STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
@@ -91,6 +92,7 @@ lint: $(ENV_STAMP)
 format: $(ENV_STAMP)
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/python -m venus_utils.run.notebook_code --write
 
 test-unsloth: $(UVENV)/.stamp
 	VENUS_UNSLOTH_ENV=1 $(UVENV)/bin/python -m pytest -m unsloth -p no:cacheprovider $(PYTEST_ARGS)

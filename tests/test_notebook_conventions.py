@@ -176,3 +176,54 @@ def test_the_stage_cli_reads_its_defaults_from_the_module_not_the_notebooks(monk
     monkeypatch.setattr(nbformat, "read", no_notebook)
     params, name = stage_params(PARAMS_DIR / "smoke.yaml", RL_STAGE, {"search_cost": 0.25})
     assert name == "smoke" and params["search_cost"] == 0.25 and params["reward_mode"] == "igpo"
+
+
+def test_the_code_scripts_are_made_from_the_notebooks():
+    """notebooks/code/ holds each notebook's code cells (what the duplicate finder and text searches read)."""
+    from venus_utils.run.notebook_code import stale_scripts
+
+    stale = stale_scripts()
+    assert not stale, f"stale: {sorted(p.name for p in stale)}: run python -m venus_utils.run.notebook_code --write"
+
+
+def test_writing_the_scripts_rewrites_the_stale_ones_and_removes_orphans(tmp_path):
+    import shutil
+
+    from venus_utils.run.notebook_code import code_cells, main, script_path, write_scripts
+
+    for nb in NOTEBOOKS[:2]:
+        shutil.copy(nb, tmp_path / nb.name)
+    assert {p.name for p in write_scripts(tmp_path)} == {f"{nb.stem}.py" for nb in NOTEBOOKS[:2]}
+    assert write_scripts(tmp_path) == [] and main(["--notebooks", str(tmp_path)]) == 0
+    first = script_path(tmp_path / NOTEBOOKS[0].name)
+    text = first.read_text()
+    for i, source in code_cells(NOTEBOOKS[0]):
+        assert f"# %% cell {i}\n" in text and source.strip() in text
+    first.write_text(text + "x = 1\n")  # edited by hand
+    orphan = first.parent / "99_gone.py"
+    orphan.write_text("")
+    assert main(["--notebooks", str(tmp_path)]) == 1
+    assert set(write_scripts(tmp_path)) == {first, orphan}
+    assert first.read_text() == text and not orphan.exists()
+
+
+def test_notebooks_define_no_logic_of_their_own_but_the_reward_cells():
+    """Logic lives in venus_utils: a notebook defines no function or class at the top of a cell, except notebook
+    04's reward cells, the one place a user edits logic (a widget's callback inside a cell's block is not logic)."""
+    import ast
+
+    from venus_utils.core.paths import RL_STAGE
+    from venus_utils.rl.stage import REWARD_FUNCTIONS
+    from venus_utils.run.notebook_code import code_cells
+
+    found = []
+    for nb in NOTEBOOKS:
+        allowed = set(REWARD_FUNCTIONS) if nb.stem == RL_STAGE else set()
+        for i, source in code_cells(nb):
+            for node in ast.parse(source).body:
+                if (
+                    isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                    and node.name not in allowed
+                ):
+                    found.append(f"{nb.name} cell {i}: {node.name}")
+    assert not found, f"move these into venus_utils: {found}"

@@ -1,4 +1,4 @@
-"""A model retrained (or rebuilt) at the same path is another run: the resume guards of SFT and RL record its digest."""
+"""A model retrained (or rebuilt) at the same path is another run: the SFT and RL resume guards record its digest."""
 
 from __future__ import annotations
 

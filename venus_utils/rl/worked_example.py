@@ -1,11 +1,11 @@
 """Notebook 04's worked example: one group of this run's own rollouts, from information gain to advantages.
 
 :func:`own_group` rolls one RL question out ``num_generations`` times with the current policy and scores the rollouts
-exactly as the trainer does (judge, information gain, format check: :mod:`.scoring`); :func:`turn_table` lays out a
-rollout's information gain turn by turn, :func:`reward_table` and :func:`outcome_table` what the notebook's reward
-cells give it, and :func:`library_turn_advantages` the library's advantages of the group, one value per turn, which
-the notebook's own advantage cell is checked against.  :func:`load_shared_rollout` is the option of scoring one of
-DR-Venus's shared web rollouts instead (with the tiny offline model its values mean little).
+exactly as the trainer does (judge, information gain, format check: :mod:`.scoring`); :func:`turn_table` scores and
+lays out a rollout's information gain turn by turn, :func:`reward_table` and :func:`outcome_table` what the notebook's
+reward cells give it, and :func:`library_turn_advantages` the library's advantages of the group, one value per turn,
+which the notebook's own advantage cell is checked against.  :func:`load_shared_rollout` is the option of scoring one
+of DR-Venus's shared web rollouts instead (with the tiny offline model its values mean little).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import pandas as pd
 from ..core.protocol import extract_answer, render_chat
 from .advantages import compute_turn_advantages
 from .config import IGPOConfig
+from .info_gain import compute_info_gain
 from .rewards import Episode, episode_rewards, reward_functions
 from .rollout import make_agent_rollout
 from .scoring import judge_episodes, score_turns
@@ -89,8 +90,22 @@ def own_group(model, tokenizer, tools, rows: Sequence[dict], cfg: IGPOConfig, ju
     return finished
 
 
-def turn_table(ep, ig_all, ig_filtered) -> pd.DataFrame:
-    """One row per non-final turn: tool, IG scored at every boundary, IG with the tool filter."""
+def turn_table(model, tokenizer, ep: Episode, ground_truth, cfg: IGPOConfig) -> pd.DataFrame:
+    """One row per non-final turn of ``ep``: its tool, the information gain toward ``ground_truth`` scored at every
+    boundary and with DR-Venus's tool filter (after a visit only), and the policy's belief after the turn; scored as
+    the trainer scores it (``cfg``'s IG type, pseudo answer and temperature)."""
+    kw = dict(
+        info_gain_type=cfg.info_gain_type,
+        template=cfg.pseudo_answer,
+        temperature=cfg.temperature,
+        chunk_size=cfg.ig_chunk_size,
+    )
+    ig_all, ig_filtered = (
+        compute_info_gain(
+            model, tokenizer, ep.input_ids, ep.boundaries, ep.tool_names, ground_truth, tool_filter=kept, **kw
+        )
+        for kept in ("all", "visit")
+    )
     return pd.DataFrame(
         {
             "turn": range(ep.num_turns - 1),
