@@ -341,7 +341,7 @@ def test_invalid_utf8_in_parquet_names_file_row_and_column(tmp_path, capsys):
 
 
 def test_shards_carry_dropped_lines_like_a_single_run(tmp_path):
-    from venus_utils.data.clean_shards import merge_shards
+    from venus_utils.data.clean.shards import merge_shards
 
     lines = [json.dumps(clean_row_with_turns(2, tag=f"-{i}")) for i in range(7)]
     src = write_jsonl(tmp_path / "rows.jsonl", lines[:3] + ["{oops"] + lines[3:] + [deep_json(2000)])

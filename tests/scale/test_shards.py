@@ -9,7 +9,7 @@ import pytest
 
 from venus_utils.data.clean import CleanConfig, diff_outputs, run_clean
 from venus_utils.data.clean import main as clean_main
-from venus_utils.data.clean_shards import merge_shards
+from venus_utils.data.clean.shards import merge_shards
 
 RUN_ONLY = ("timings_s", "workers", "output_dir", "artifacts", "shards")  # paths, timings, process counts
 

@@ -1,10 +1,10 @@
 """Stage 01-02 data work: cleaning, correctness filtering, token accounting and turn-aware resampling.
 
 - :mod:`~venus_utils.data.clean` — the cleaner (``python -m venus_utils.data.clean``), :class:`CleanConfig`,
-  :func:`run_clean`; ``--compat reference`` reproduces DR-Venus's ``prepare_trajectories.py``; below it, one way:
-  :mod:`~venus_utils.data.clean_shards` (``--shard`` / ``--merge-shards``), :mod:`~venus_utils.data.clean_finish`
-  (the finishing steps: filters, judge, resampling, split, writing, ``stats.json``) and
-  :mod:`~venus_utils.data.clean_core` (:class:`CleanConfig`, the worker processes, the output folder's lock);
+  :func:`run_clean`; ``--compat reference`` reproduces DR-Venus's ``prepare_trajectories.py``; its modules in a
+  run's order: ``clean/batches.py`` (:class:`CleanConfig`, the worker processes that clean the input batches, the
+  output folder's lock), ``clean/shards.py`` (``--shard`` / ``--merge-shards``) and ``clean/finish.py`` (the
+  finishing steps: filters, judge, resampling, split, writing, ``stats.json``);
 - :mod:`~venus_utils.data.rules` — the per-row rules of DR-Venus's ``prepare_trajectories.py`` and the strict
   mode's fixes of its defects;
 - :mod:`~venus_utils.data.search_text` — raw Serper search text -> the SFT search JSON;

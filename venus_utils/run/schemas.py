@@ -55,7 +55,7 @@ from ..core.validation import (
     Setting,
 )
 from ..data import rules
-from ..data.clean_core import CleanConfig
+from ..data.clean.batches import CleanConfig
 from ..data.resample import ResamplePolicy
 from ..demo import runs
 from ..judging import judge

@@ -1,7 +1,7 @@
 """The cleaner's core: its options, the worker processes that clean input batches, and the output folder's lock.
 
-The cleaner's modules import one way: :mod:`.clean` (entry point, command line) -> :mod:`.clean_shards` (``--shard``
-/ ``--merge-shards``) -> :mod:`.clean_finish` (the finishing steps) -> this module.
+The first of the cleaner's modules (:mod:`venus_utils.data.clean` lists them in a run's order); the others import
+it.
 
 - :class:`CleanConfig` — the cleaner's options; :class:`RunPaths` — a run's input files and output folder;
 - :class:`WorkerConfig`, :func:`run_tasks` — input batches cleaned in worker processes, each into a
@@ -24,15 +24,15 @@ from typing import Any, NamedTuple
 import pyarrow as pa
 from tqdm.auto import tqdm
 
-from ..core import protocol
-from ..core.locks import release, take
-from ..core.perf import process_pool
-from ..judging.judge import KINDS
-from . import rules, sources
-from .resample import ResamplePolicy
-from .tokens import counter_for
+from ...core import protocol
+from ...core.locks import release, take
+from ...core.perf import process_pool
+from ...judging.judge import KINDS
+from .. import rules, sources
+from ..resample import ResamplePolicy
+from ..tokens import counter_for
 
-SHARD_FILE = "shard.json"  # a shard folder's record (clean_shards)
+SHARD_FILE = "shard.json"  # a shard folder's record (.shards)
 #: What a run writes into the output folder (each through ``io.atomic_path``: ``.<name>.<random>.tmp`` first).
 ARTIFACTS = (
     "cleaned_resampled.parquet",
@@ -86,7 +86,7 @@ class CleanConfig:
     workers: int = 0  # worker processes; 0 = one per CPU core
     batch_rows: int = 16  # rows per worker task
     progress: bool = True
-    shard: tuple[int, int] | None = None  # (i, n): clean batches i, i+n, ... only, into a shard folder (clean_shards)
+    shard: tuple[int, int] | None = None  # (i, n): clean batches i, i+n, ... only, into a shard folder (.shards)
     on_bad_line: str = (
         "error"  # an unreadable row (JSONL line not JSON, parquet row not UTF-8): error | drop (counted)
     )

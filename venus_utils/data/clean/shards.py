@@ -9,7 +9,7 @@ Shard ``i`` cleans the input batches whose index is ``i`` modulo ``n`` (batches 
 input-file order, so every shard agrees on the numbering) and writes ``shard.json`` (each batch's statistics and
 kept-row records) plus its Arrow part files.  The merge reads every shard, checks that they were made with the
 same input and cleaning settings and that each batch appears exactly once, and runs the single run's finishing steps
-(:func:`.clean_finish.finish`: length filter, correctness judge, resampling, split, writing) on the batches in input
+(:func:`.finish.finish`: length filter, correctness judge, resampling, split, writing) on the batches in input
 order.  Its outputs and ``stats.json`` are therefore those of one run over the whole input, except timings, paths
 and ``workers`` (tested).  The judge, ``--max-tokens``, the resampling and the split are applied at the merge,
 with its options.
@@ -24,11 +24,11 @@ from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
-from ..core.io import write_json
-from ..judging.judge import Judge
-from . import rules
-from .clean_core import SHARD_FILE, BatchResult, CleanConfig, KeptRow, RunPaths, WorkerConfig, hold_output, run_tasks
-from .clean_finish import finish
+from ...core.io import write_json
+from ...judging.judge import Judge
+from .. import rules
+from .batches import SHARD_FILE, BatchResult, CleanConfig, KeptRow, RunPaths, WorkerConfig, hold_output, run_tasks
+from .finish import finish
 
 FORMAT = "venus-clean-shard/1"
 COUNTERS = ("dropped", "pruned_names", "tools", "fixes", "removed")  # BatchResult's Counter fields
@@ -140,7 +140,7 @@ def _check_shards(records: list[dict], expected: dict[str, Any]) -> None:
 
 
 def merge_shards(cfg: CleanConfig, shard_dirs: list[str | Path], judge: Judge | None = None) -> dict[str, Any]:
-    """Finish a sharded run into ``cfg.output_dir``; returns the stats (as :func:`~.clean.run_clean`)."""
+    """Finish a sharded run into ``cfg.output_dir``; returns the stats (as :func:`..run_clean`)."""
     t_start = time.perf_counter()
     records = read_shards(shard_dirs)
     files = [Path(p) for p in records[0]["files"]]

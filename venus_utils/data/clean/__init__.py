@@ -17,17 +17,20 @@ length filters, plans resampling and the split, and streams the outputs row grou
 row is counted: ``rows.source == rows.kept + sum(drop_reasons)``; a row that cannot be read at all (a JSONL line
 that is not JSON, a parquet row that is not UTF-8) stops the run with an error naming the file and the line / row,
 or with ``--on-bad-line drop`` is counted under ``bad_line`` / ``invalid_utf8`` (``stats.json["bad_rows"]`` lists
-the first ones); a row nested deeper than :data:`.sources.MAX_DEPTH` is counted under ``too_deep``.  ``--shard i/n``
+the first ones); a row nested deeper than :data:`..sources.MAX_DEPTH` is counted under ``too_deep``.  ``--shard i/n``
 cleans every n-th batch on another machine and ``--merge-shards`` finishes them into the single run's outputs
-(:mod:`.clean_shards`).
+(:mod:`.shards`).
 
 A run holds its output folder (an exclusive ``flock`` on ``OUT/.clean.lock``, released by the kernel however the
 run ends): a second run on the same folder is refused while the first is alive, and a run that gets the lock
 removes what killed runs left there (``.clean-*`` work folders, ``.<artifact>.*.tmp`` files of half-written
 outputs) -- nobody else can be using them.  Runs on different output folders never touch each other's files.
 
-The modules import one way: this one (entry point, command line) -> :mod:`.clean_shards` -> :mod:`.clean_finish`
-(the finishing steps over the cleaned batches) -> :mod:`.clean_core` (options, worker processes, the output lock).
+The cleaner's modules, in the order a run goes through them: :mod:`.batches` (its options, the worker processes that
+clean the input batches, the output folder's lock), :mod:`.shards` (``--shard`` / ``--merge-shards``: the batches
+cleaned on several machines), :mod:`.finish` (the finishing steps over the cleaned batches: filters, judge,
+resampling, split, outputs); this package's own module is the entry point and the command line, and the imports go
+the other way: this one -> shards -> finish -> batches.
 """
 
 from __future__ import annotations
@@ -43,11 +46,12 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from ..core import protocol
-from ..core.validation import AT_LEAST_1, NON_NEGATIVE, PROPER_FRACTION, SEED, number_argument, parse_shard
-from ..judging.judge import Judge
-from . import rules, sources
-from .clean_core import (
+from ...core import protocol
+from ...core.validation import AT_LEAST_1, NON_NEGATIVE, PROPER_FRACTION, SEED, number_argument, parse_shard
+from ...judging.judge import Judge
+from .. import rules, sources
+from ..resample import ResamplePolicy
+from .batches import (
     ARTIFACTS,
     LOCK_FILE,
     WORK_PREFIX,
@@ -58,9 +62,8 @@ from .clean_core import (
     remove_leftovers,
     run_tasks,
 )
-from .clean_finish import OUTPUT_COLUMNS, finish
-from .clean_shards import merge_shards, read_shards, run_shard
-from .resample import ResamplePolicy
+from .finish import OUTPUT_COLUMNS, finish
+from .shards import merge_shards, read_shards, run_shard
 
 __all__ = [
     "ARTIFACTS",
@@ -82,7 +85,7 @@ __all__ = [
 def run_clean(cfg: CleanConfig, judge: Judge | None = None) -> dict[str, Any]:
     """Clean, filter, resample and write; returns the stats (also written to ``stats.json``).
 
-    With ``cfg.shard`` only that shard's batches are cleaned, into a shard folder (:func:`.clean_shards.run_shard`;
+    With ``cfg.shard`` only that shard's batches are cleaned, into a shard folder (:func:`.shards.run_shard`;
     returns its summary).
     """
     t_start = time.perf_counter()
@@ -92,7 +95,7 @@ def run_clean(cfg: CleanConfig, judge: Judge | None = None) -> dict[str, Any]:
             sources.check_parquet(path)
     opts = cfg.rule_options()
     with hold_output(paths.output_dir, cfg.progress):
-        if cfg.shard is not None:  # a shard keeps its part files; clean_shards.merge_shards finishes the run
+        if cfg.shard is not None:  # a shard keeps its part files; shards.merge_shards finishes the run
             return run_shard(cfg, paths, opts)
         tmp_dir = tempfile.mkdtemp(prefix=WORK_PREFIX, dir=paths.output_dir)
         try:
@@ -243,7 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--shard",
         default=None,
         metavar="I/N",
-        help="clean only input batches I, I+N, ... into a shard folder (see venus_utils.data.clean_shards)",
+        help="clean only input batches I, I+N, ... into a shard folder (see venus_utils.data.clean.shards)",
     )
     p.add_argument(
         "--merge-shards",
@@ -305,7 +308,3 @@ def main(argv: list[str] | None = None) -> int:
         print(f"clean: error: {exc}", file=sys.stderr)
         return 2
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,7 +1,7 @@
 """The cleaner's finishing steps: the cleaned batches (one run's, or every shard's) into the outputs and
 ``stats.json``.
 
-:func:`finish` runs them in order over the :class:`~.clean_core.BatchResult` of every input batch:
+:func:`finish` runs them in order over the :class:`~.batches.BatchResult` of every input batch:
 
 1. :func:`merge_batches` — the batches' statistics merged in input order, their valid rows listed;
 2. :func:`length_filter` — ``--max-tokens``: rows longer than that dropped (``too_long``);
@@ -29,12 +29,12 @@ from typing import Any, NamedTuple
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..core.io import atomic_path, write_json, write_jsonl
-from ..judging import answers
-from ..judging.judge import Judge, Verdict
-from . import rules, sources
-from .clean_core import BAD_ROWS_LISTED, BatchResult, CleanConfig, RunPaths, messages_type
-from .resample import ResamplePolicy, bucket_stats, permutation, plan, split_groups
+from ...core.io import atomic_path, write_json, write_jsonl
+from ...judging import answers
+from ...judging.judge import Judge, Verdict
+from .. import rules, sources
+from ..resample import ResamplePolicy, bucket_stats, permutation, plan, split_groups
+from .batches import BAD_ROWS_LISTED, BatchResult, CleanConfig, RunPaths, messages_type
 
 OUTPUT_COLUMNS = ("question", "messages", "gt")
 META_COLUMNS = ("_source_file", "_source_row", "_turns")
