@@ -131,8 +131,8 @@ def test_a_model_saved_again_is_not_rescored_and_changed_weights_are(run, tmp_pa
 
     from transformers import AutoModelForCausalLM
 
-    from venus_utils.core.checkpoints import seal_model
-    from venus_utils.eval.heldout import EvalSettings, evaluate_model, heldout_questions, model_digest
+    from venus_utils.core.checkpoints import model_digest, seal_model
+    from venus_utils.eval.heldout import EvalSettings, evaluate_model, heldout_questions
     from venus_utils.judging.judge import Judge
 
     model_dir = tmp_path / "model"

@@ -521,3 +521,36 @@ def train_or_restore(trainer, point: ResumePoint, max_steps: int | None, log: Ca
     trainer._load_from_checkpoint(point.checkpoint)
     trainer.state = TrainerState.load_from_json(str(Path(point.checkpoint) / TRAINER_STATE))
     return None
+
+
+#: the files that decide a model's answers (weights, config, tokenizer); run records beside them do not
+_MODEL_SUFFIXES = (".safetensors", ".bin", ".pt", ".jinja", ".model", ".txt")
+_MODEL_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json", "vocab.json")
+_WHOLE_FILE = 256 << 20  # larger files are sampled: their size and 16 spread 1 MiB blocks
+
+
+def model_digest(model_dir: str | Path) -> str:
+    """A content hash of the files of ``model_dir`` that decide its answers: a model folder saved again with the
+    same weights (a rerun of a finished stage) keeps its digest, so its held-out answers are reused, not rescored."""
+    h = hashlib.sha256()
+    for f in sorted(Path(model_dir).iterdir()):
+        if not f.is_file() or not (f.suffix in _MODEL_SUFFIXES or f.name in _MODEL_FILES):
+            continue
+        size = f.stat().st_size
+        h.update(f"{f.name}\0{size}\0".encode())
+        with f.open("rb") as fh:
+            if size <= _WHOLE_FILE:
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    h.update(block)
+            else:
+                for k in range(16):
+                    fh.seek(k * (size - (1 << 20)) // 15)
+                    h.update(fh.read(1 << 20))
+    return h.hexdigest()
+
+
+def local_model_digest(model: str | Path) -> str | None:
+    """:func:`model_digest` of a model folder; None for anything else (a hub name such as ``Qwen/Qwen3-4B``, a
+    server URL): what a training run's resume guard records, so a model retrained at the same path is another run
+    (:func:`guard_resume`)."""
+    return model_digest(model) if Path(model).is_dir() else None

@@ -22,12 +22,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from ..core.checkpoints import model_digest
 from ..core.io import atomic_dir, read_json, write_json
 from ..core.paths import SETUP_STAGE, SFT_STAGE
 from ..core.profiles import load_profile
 from ..core.stage import RUN_PROFILE, SUMMARY
 from ..world import build_world
-from .heldout import EvalSettings, draw_heldout, evaluate_model, load_scored, model_digest, summary
+from .heldout import EvalSettings, draw_heldout, evaluate_model, load_scored, summary
 
 RECORD = "record.json"  # written by ship, beside the model's files (it lists them under "files")
 SHIP_TOOL = "eval ship"

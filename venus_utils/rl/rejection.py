@@ -34,6 +34,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from ..core.checkpoints import model_digest
 from ..core.io import atomic_path, read_json, read_jsonl, write_json, write_jsonl
 from ..core.paths import RFT_DIR, SFT_STAGE
 from ..core.perf import FlopCounter
@@ -244,7 +245,7 @@ def train_rft_arm(
     questions = rft_questions(qa_rows(train_file, train_questions, cfg.seed), cfg, cfg.seed, rl_steps)
     settings = {
         "sft_model": str(Path(sft_dir).resolve().relative_to(Path(run_dir).resolve())),
-        "sft_model_digest": ho.model_digest(sft_dir),  # a retrained SFT model at the same path samples again
+        "sft_model_digest": model_digest(sft_dir),  # a retrained SFT model at the same path samples again
         "questions": [q["id"] for q in questions],
         "samples_per_question": cfg.num_generations,
         "rollout": {k: getattr(cfg, k) for k in ("temperature", "top_p", "top_k", "max_turns", "max_tokens_per_turn")},

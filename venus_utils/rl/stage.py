@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 import pandas as pd
 
 from ..core.callbacks import step_progress, time_limit
-from ..core.checkpoints import ResumePoint, prepare_resume, train_to_end
+from ..core.checkpoints import ResumePoint, local_model_digest, prepare_resume, train_to_end
 from ..core.distributed import is_main_process, world_size
 from ..core.paths import RL_STAGE, SETUP_STAGE, SFT_STAGE, user_path
 from ..core.stage import Stage
@@ -100,7 +100,7 @@ def resume_settings(
     return {
         **{k: v for k, v in cfg.to_dict().items() if k not in RESUMABLE_FIELDS},
         "sft_model": str(sft_model),
-        "sft_model_digest": ho.local_model_digest(sft_model),
+        "sft_model_digest": local_model_digest(sft_model),
         "questions": f"{len(question_pool)} questions, sha256 {pool}",
         "filter_samples": filter_samples,
         **{name: reward_fingerprint((rewards or {}).get(name)) for name in REWARD_FUNCTIONS},

@@ -33,6 +33,7 @@ from ..core.checkpoints import (
     ResumePoint,
     check_model,
     finished_checkpoint,
+    local_model_digest,
     prepare_resume,
     read_train_clock,
     seal_model,
@@ -453,8 +454,6 @@ def resume_settings(cfg: SFTConfig, model_path: str | Path, train_rows: list[dic
     """What defines an SFT run, for :func:`venus_utils.core.checkpoints.guard_resume`: the config without
     :data:`RESUMABLE_FIELDS`, the base model (its path, and a local folder's digest: a base model built again at the
     same path, another world's tokenizer, is another run) and the size of the training data."""
-    from ..eval.heldout import local_model_digest  # pandas: not needed to import the trainer
-
     kept = {k: v for k, v in asdict(cfg).items() if k not in RESUMABLE_FIELDS}
     return {
         **kept,
