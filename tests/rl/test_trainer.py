@@ -279,3 +279,26 @@ def test_phase_table_averages_the_logged_steps_after_the_first():
     t = phase_table(metrics).set_index("phase")
     assert t.loc["generation", "seconds_per_step"] == 2.0 and t.loc["update", "share"] == 0.5
     assert phase_table(pd.DataFrame([{"step": 1, "loss": 0.1}])).empty
+
+
+def test_the_information_gain_reads_the_rollouts_kept_caches(tiny_lm, tmp_path, monkeypatch):
+    """A step's IG copies in the keys and values the rollouts' decoder kept (one token a row encoded again), and
+    the decoder's caches are dropped before the update."""
+    from venus_utils.modeling.kv_decode import KVDecoder
+
+    seen = []
+    encode = KVDecoder.encode
+
+    def counting(self, prompts, extra=0):
+        before = dict(self.stats)
+        out = encode(self, prompts, extra)
+        seen.append((self, self.stats["encoded_tokens"] - before["encoded_tokens"], len(prompts)))
+        return out
+
+    monkeypatch.setattr(KVDecoder, "encode", counting)
+    trainer = _trainer(tiny_lm, tmp_path / "rl", small_cfg(max_steps=1, save_steps=10))
+    trainer.train()
+    decoder = trainer.rollout_fn.decoder
+    assert decoder is not None and seen
+    assert all(dec is decoder and encoded == rows for dec, encoded, rows in seen)
+    assert decoder._entries == []  # cleared after scoring: stale once the update changes the weights

@@ -69,11 +69,12 @@ def own_group(model, tokenizer, tools, rows: Sequence[dict], cfg: IGPOConfig, ju
     model.eval()
     try:
         with torch.no_grad():
-            episodes = make_agent_rollout(tools)(model, tokenizer, batch, cfg)
+            rollout = make_agent_rollout(tools)
+            episodes = rollout(model, tokenizer, batch, cfg)
             for k, ep in enumerate(episodes):
                 ep.group = k // cfg.num_generations
             judge_episodes(judge, episodes, where=" of the worked example")
-            score_turns(model, tokenizer, episodes, cfg)
+            score_turns(model, tokenizer, episodes, cfg, decoder=rollout.decoder)  # as the trainer scores them
     finally:
         model.train(was_training)
     groups = [episodes[g * cfg.num_generations : (g + 1) * cfg.num_generations] for g in range(len(picked))]
