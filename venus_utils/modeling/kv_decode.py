@@ -297,8 +297,9 @@ class KVDecoder:
     def _encode(self, arrays: list[np.ndarray], extra: int, one_by_one: bool = False):
         """``(caches, logits of each row's last token)`` for :meth:`encode` and :meth:`_generate` (rows in the
         given order): the longest cached prefix of each row copied in, its new tokens encoded at its positions
-        (right-padded; pads write past the row's end), on the CPU in groups of rows of similar length, each padded
-        to its own longest new part and attending over its own longest context (length_groups)."""
+        (right-padded; pads write past the row's end), on the CPU each row alone (``one_by_one``) or in groups of
+        rows of similar length, each padded to its own longest new part and attending over its own longest context
+        (length_groups)."""
         device = next(self.model.parameters()).device
         version = self._version()
         if version != self._weights_version:
@@ -319,12 +320,12 @@ class KVDecoder:
                     k[i, :, : reused[i]] = e.kv[layer][0]
                     v[i, :, : reused[i]] = e.kv[layer][1]
         del taken
-        lengths = torch.tensor([len(a) for a in arrays])
         if device.type != "cpu":
             groups = [(0, len(arrays), 0)]
         elif one_by_one:
             groups = [(i, i + 1, 0) for i in range(len(arrays))]
         else:
+            lengths = torch.tensor([len(a) for a in arrays])
             groups = length_groups(lengths, MAX_PREFILL_GROUPS, MIN_PREFILL_ROWS)
         logits = torch.cat(
             [

@@ -14,10 +14,10 @@ Three ways to compute the values, equal up to float error (tested):
 - :func:`boundary_values_kv`: one forward over the trajectory that fills a KV cache, then per boundary
   (last first) crop the cache back to ``b - 1`` tokens and feed ``[token b-1] + pseudo`` (DR-Venus's
   ``compute_ig_with_kv_cache``);
-- :func:`boundary_values_batched`: the KV method for many trajectories at once (an RL step's episodes): one
-  padded forward fills every trajectory's cache, one more scores every boundary of every trajectory, the probes of
-  a trajectory side by side over its one cache (models :mod:`venus_utils.modeling.kv_decode` runs; the trainer's
-  default).
+- :func:`boundary_values_batched`: the KV method for many trajectories at once (an RL step's episodes): every
+  trajectory's cache is filled (copied from the rollouts' decoder where it kept them, else encoded), then one
+  forward scores every boundary of every trajectory, the probes of a trajectory side by side over its one cache
+  (models :mod:`venus_utils.modeling.kv_decode` runs; the trainer's default).
 """
 
 from __future__ import annotations

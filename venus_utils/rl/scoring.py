@@ -44,6 +44,17 @@ def judge_episodes(judge: JudgeFn, episodes: Sequence[Episode], where: str = "")
         ep.judge_score = score
 
 
+def ig_settings(cfg: IGPOConfig) -> dict:
+    """How ``cfg`` scores information gain (type, pseudo answer, temperature, chunk size), for
+    :func:`~.info_gain.compute_info_gain` / :func:`~.info_gain.compute_info_gains` beside a tool filter."""
+    return dict(
+        info_gain_type=cfg.info_gain_type,
+        template=cfg.pseudo_answer,
+        temperature=cfg.temperature,
+        chunk_size=cfg.ig_chunk_size,
+    )
+
+
 def score_turns(policy, tokenizer, episodes: Sequence[Episode], cfg: IGPOConfig, decoder=None) -> None:
     """Fill each episode's ``info_gain`` / ``ig_values`` (the policy's belief in the ground truth after each turn,
     with ``cfg``'s tool filter, every episode of the batch at once) and ``format_errors`` (DR-Venus's turn check).
@@ -61,12 +72,9 @@ def score_turns(policy, tokenizer, episodes: Sequence[Episode], cfg: IGPOConfig,
             )
             for ep in episodes
         ],
-        info_gain_type=cfg.info_gain_type,
         tool_filter=cfg.ig_tool_filter,
-        template=cfg.pseudo_answer,
-        temperature=cfg.temperature,
-        chunk_size=cfg.ig_chunk_size,
         decoder=decoder,
+        **ig_settings(cfg),
     )
     for ep, ig in zip(episodes, gains, strict=True):
         ep.info_gain, ep.ig_values = ig.gains, ig.values

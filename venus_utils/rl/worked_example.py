@@ -23,7 +23,7 @@ from .config import IGPOConfig
 from .info_gain import compute_info_gain
 from .rewards import Episode, episode_rewards, reward_functions
 from .rollout import make_agent_rollout
-from .scoring import judge_episodes, score_turns
+from .scoring import ig_settings, judge_episodes, score_turns
 
 
 def load_shared_rollout(path: str | Path, max_tokens: int, tokenizer, min_turns: int = 2) -> tuple[list[dict], str]:
@@ -95,15 +95,16 @@ def turn_table(model, tokenizer, ep: Episode, ground_truth, cfg: IGPOConfig) -> 
     """One row per non-final turn of ``ep``: its tool, the information gain toward ``ground_truth`` scored at every
     boundary and with DR-Venus's tool filter (after a visit only), and the policy's belief after the turn; scored as
     the trainer scores it (``cfg``'s IG type, pseudo answer and temperature)."""
-    kw = dict(
-        info_gain_type=cfg.info_gain_type,
-        template=cfg.pseudo_answer,
-        temperature=cfg.temperature,
-        chunk_size=cfg.ig_chunk_size,
-    )
     ig_all, ig_filtered = (
         compute_info_gain(
-            model, tokenizer, ep.input_ids, ep.boundaries, ep.tool_names, ground_truth, tool_filter=kept, **kw
+            model,
+            tokenizer,
+            ep.input_ids,
+            ep.boundaries,
+            ep.tool_names,
+            ground_truth,
+            tool_filter=kept,
+            **ig_settings(cfg),
         )
         for kept in ("all", "visit")
     )
