@@ -296,18 +296,10 @@ if export_gguf:
     gguf_model.save_pretrained_gguf(str(stage.path("gguf")), gguf_tok, quantization_method="q8_0")
 
 # %% cell 32
-from venus_utils.sft.plateau import plateau_summary
+from venus_utils.sft.stage import summary_figures
 
-s = result.summary()
 summary = stage.finish(
-    engine=result.engine,
-    steps=s["steps"],
-    loss_first=s["loss_first"],
-    loss_last=s["loss_last"],
-    eval_loss_last=s["eval_loss_last"],
-    tokens_per_s=s["tokens_per_s"],
-    train_wall_s=s["wall_s"],  # seconds spent training, across resumed runs
-    train_rows=train.stats(),
+    **summary_figures(result, train, stage.dir, plateau),
     heldout_accuracy_before=before.get("accuracy"),
     heldout_accuracy_after=after.get("accuracy"),
     heldout_n=after.get("n"),
@@ -316,24 +308,21 @@ summary = stage.finish(
     judge=grader.describe(),
     agent_before=before,
     agent_after=after,
-    model_dir=s["model_dir"],
-    adapter_dir=s["adapter_dir"],
     token_budget=budget,
     training_budget=train_budget,
     checkpoint_curve=curve.to_dict("records"),
-    plateau=plateau_summary(stage.dir) if plateau is not None else None,
     by_hops_after=by_hops.reset_index().astype(str).to_dict("records") if by_hops is not None else None,
     by_subworld_after=by_subworld.reset_index().astype(str).to_dict("records") if by_subworld is not None else None,
 )
 pd.DataFrame(
     {
         "value": {
-            "engine": result.engine,
-            "steps": s["steps"],
-            "loss first → last": f"{s['loss_first']:.3f} → {s['loss_last']:.3f}",
-            "tokens/s": s["tokens_per_s"],
+            "engine": summary["engine"],
+            "steps": summary["steps"],
+            "loss first → last": f"{summary['loss_first']:.3f} → {summary['loss_last']:.3f}",
+            "tokens/s": summary["tokens_per_s"],
             "accuracy before → after": f"{before.get('accuracy')} → {after.get('accuracy')}",
-            "next notebook reads": s["model_dir"],
+            "next notebook reads": summary["model_dir"],
         }
     }
 )

@@ -24,7 +24,8 @@ from ..judging.judge import Judge
 from ..run.cli import parse_sets, run_cli, stage_params
 from .config import SFTConfig
 from .data import examples_from_parquet
-from .plateau import plateau_from_params, plateau_summary
+from .plateau import plateau_from_params
+from .stage import summary_figures
 from .trainer import prepare_engine, train_sft
 
 STAGE = SFT_STAGE
@@ -62,29 +63,14 @@ def train(args: argparse.Namespace) -> dict:
             ),
             plateau=plateau,
         )
-    s = result.summary()
     summary = dict(
-        engine=result.engine,
-        steps=s["steps"],
-        loss_first=s["loss_first"],
-        loss_last=s["loss_last"],
-        eval_loss_last=s["eval_loss_last"],
-        tokens_per_s=s["tokens_per_s"],
-        train_wall_s=s["wall_s"],  # seconds spent training, across resumed calls (timings_s: this call's)
-        train_flops=s["train_flops"],  # model FLOPs of the logged steps (perf.FlopCounter)
-        train_rows=train_set.stats(),
-        model_dir=s["model_dir"],
-        adapter_dir=s["adapter_dir"],
-        resumed_from=s["resumed_from"],
-        processes=world_size(),
-        plateau=plateau_summary(stage.dir) if plateau is not None else None,
-        launched_from="python -m venus_utils.sft train",
+        summary_figures(result, train_set, stage.dir, plateau), launched_from="python -m venus_utils.sft train"
     )
     if is_main_process():
         summary = stage.finish(**summary)
         print(
-            f"[sft] {s['steps']} steps on {world_size()} process(es), loss {s['loss_first']} -> {s['loss_last']}; "
-            f"model: {s['model_dir']}"
+            f"[sft] {summary['steps']} steps on {summary['processes']} process(es), loss {summary['loss_first']} -> "
+            f"{summary['loss_last']}; model: {summary['model_dir']}"
         )
     return summary
 
