@@ -1,4 +1,6 @@
-"""``python -m venus_utils.modeling tiny --out DIR [--size tiny] [--world DIR] [--vocab-size 2048] [--seed 0]``"""
+"""``python -m venus_utils.modeling tiny --out DIR [--size tiny] [--world DIR] [--vocab-size 2048] [--seed 0]``
+
+The defaults of ``--size`` and ``--vocab-size`` are notebook 00's (``tiny_model_size``, ``tokenizer_vocab_size``)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,8 @@ import sys
 
 from ..core.io import FolderNotOurs
 from ..core.validation import SEED, Range, number_argument
-from .model import SIZES, build_tiny_model, load_metadata
+from .model import SIZES, TINY_SIZE, build_tiny_model, load_metadata
+from .tokenizer import VOCAB_SIZE
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -19,7 +22,10 @@ def main(argv: list[str] | None = None) -> int:
         "--out", required=True, help="output folder (replaced if it holds nothing but a model this command wrote)"
     )
     tiny.add_argument(
-        "--size", default="tiny", choices=sorted(SIZES), help="model size (default: tiny, ~1.6M parameters)"
+        "--size",
+        default=TINY_SIZE,
+        choices=sorted(SIZES),
+        help="model size (default: %(default)s; tiny: ~1.6M parameters)",
     )
     tiny.add_argument(
         "--world",
@@ -29,8 +35,8 @@ def main(argv: list[str] | None = None) -> int:
     tiny.add_argument(
         "--vocab-size",
         type=number_argument(Range(300, 262_144)),
-        default=2048,
-        help="learned BPE vocabulary incl. the 256 bytes (default 2048)",
+        default=VOCAB_SIZE,
+        help="learned BPE vocabulary incl. the 256 bytes (default %(default)s)",
     )
     tiny.add_argument(
         "--max-token-length",

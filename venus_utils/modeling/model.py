@@ -20,9 +20,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..core.checkpoints import seal_model
+from ..core.defaults import stage_defaults
 from ..core.io import atomic_dir, check_replaceable, write_json
+from ..core.paths import SETUP_STAGE
 from .corpus import corpus_texts
-from .tokenizer import EOS_TOKEN, PAD_TOKEN, train_tokenizer
+from .tokenizer import EOS_TOKEN, PAD_TOKEN, VOCAB_SIZE, train_tokenizer
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,8 @@ SIZES: dict[str, TinySize] = {
     # model (benchmarks/gpu_check.py), never trained to answer anything
     "qwen3-0.6b": TinySize(1024, 28, 16, 8, 128, 3072),
 }
+#: The size built where none is given: notebook 00's ``tiny_model_size``.
+TINY_SIZE: str = stage_defaults(SETUP_STAGE)["tiny_model_size"]
 
 METADATA = "venus_modeling.json"  # what built the folder (size, vocab, corpus size), read by notebooks
 TOOL = "venus_utils.modeling"  # what writes a model folder; it replaces only a folder that holds nothing else
@@ -90,8 +94,8 @@ def build_model(
 def build_tiny_model(
     out_dir: str | Path,
     texts_or_world_dir: Iterable[str] | str | Path | None = None,
-    size: str = "tiny",
-    vocab_size: int = 2048,
+    size: str = TINY_SIZE,
+    vocab_size: int = VOCAB_SIZE,
     max_token_length: int | None = 4,
     max_position_embeddings: int = 8192,
     seed: int = 0,

@@ -18,6 +18,8 @@ from collections.abc import Iterable
 
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
+from ..core.defaults import stage_defaults
+from ..core.paths import SETUP_STAGE
 from .chat_template import QWEN3_THINKING_TEMPLATE
 
 # Qwen3's added tokens in id order (151643..151668); ``special`` as in Qwen3's tokenizer_config.json.
@@ -60,10 +62,12 @@ PAD_TOKEN = "<|endoftext|>"
 EOS_TOKEN = "<|im_end|>"
 #: The smallest vocabulary :func:`train_tokenizer` takes: the 256 byte symbols and a few learned pieces.
 MIN_VOCAB_SIZE = 300
+#: The vocabulary the tiny model is built with where none is given: notebook 00's ``tokenizer_vocab_size``.
+VOCAB_SIZE: int = stage_defaults(SETUP_STAGE)["tokenizer_vocab_size"]
 
 
 def train_tokenizer(
-    texts: Iterable[str], vocab_size: int = 2048, max_token_length: int | None = 4, min_frequency: int = 2
+    texts: Iterable[str], vocab_size: int = VOCAB_SIZE, max_token_length: int | None = 4, min_frequency: int = 2
 ):
     """Train the byte-level BPE on ``texts`` and return a transformers fast tokenizer with the chat template.
 
