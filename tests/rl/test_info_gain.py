@@ -163,15 +163,33 @@ def test_probe_groups_keep_the_mask_under_its_limit(monkeypatch):
 
     pa = ig.PseudoAnswer(text="", ids=[1, 2, 3, 4], gt_index=[1, 2])  # 3 probe tokens per boundary
     items = [(list(range(100)), [10, 50], pa), (list(range(100)), [], pa), (list(range(200)), [20, 200], pa)] * 2
-    live = [k for k, it in enumerate(items) if it[1]]
-    assert list(ig._probe_groups(items, live, 64)) == [live]
-    assert list(ig._probe_groups(items, live, 2)) == [live[:2], live[2:]]
-    one = 4 * 1 * 3 * 2 * (199 + 6)  # the longest trajectory's own mask
+    pieces = ig._probe_pieces(items, vocab=10)
+    assert [p[3] for p in pieces] == [0, 2, 3, 5]  # items without boundaries have no piece
+    live = list(range(len(pieces)))
+    assert list(ig._probe_groups(pieces, live, 64, 10)) == [live]
+    assert list(ig._probe_groups(pieces, live, 2, 10)) == [live[:2], live[2:]]
+    one = 4 * 1 * 3 * 2 * (199 + 6 + 10)  # the longest trajectory's own mask and logits
     monkeypatch.setattr(ig, "PROBE_MASK_BYTES", 2 * one - 1)
-    groups = list(ig._probe_groups(items, live, 64))
+    groups = list(ig._probe_groups(pieces, live, 64, 10))
     assert [k for g in groups for k in g] == live and all(len(g) == 1 for g in groups[1:])
     monkeypatch.setattr(ig, "PROBE_MASK_BYTES", 0)
-    assert list(ig._probe_groups(items, live, 64)) == [[k] for k in live]  # one trajectory still runs alone
+    assert list(ig._probe_groups(pieces, live, 64, 10)) == [[k] for k in live]
+
+
+def test_a_trajectory_past_the_limit_is_scored_in_pieces_of_its_boundaries(monkeypatch):
+    """A long trajectory's probes alone may pass the limit: its boundaries are cut into consecutive pieces that
+    fit (one boundary at least), all of them, in order."""
+    import venus_utils.rl.info_gain as ig
+
+    pa = ig.PseudoAnswer(text="", ids=[1, 2, 3, 4], gt_index=[1, 2])
+    points = [10, 20, 30, 40, 50, 60, 70]
+    two = ig._probe_bytes(1, 69, 3, 2, 10)
+    monkeypatch.setattr(ig, "PROBE_MASK_BYTES", two)
+    pieces = ig._probe_pieces([(list(range(80)), points, pa)], vocab=10)
+    assert [p[1] for p in pieces] == [[10, 20], [30, 40], [50, 60], [70]]
+    assert all(ig._probe_bytes(1, max(p[1]) - 1, 3, len(p[1]), 10) <= two for p in pieces)
+    monkeypatch.setattr(ig, "PROBE_MASK_BYTES", 0)
+    assert [p[1] for p in ig._probe_pieces([(list(range(80)), points, pa)], vocab=10)] == [[b] for b in points]
 
 
 def test_batched_values_read_the_decoders_kept_caches(tiny_lm):
@@ -195,4 +213,41 @@ def test_batched_values_read_the_decoders_kept_caches(tiny_lm):
     assert encoded == len(items)  # one token per row, whose logits a generation call would start from
     for (ids, boundaries, pa), values in zip(items, got):
         naive = boundary_values_naive(model, ids, boundaries, pa)
+        assert max(abs(a - b) for a, b in zip(naive, values)) < 1e-4
+
+
+@pytest.mark.parametrize("max_entries", [64, 2])
+def test_kept_caches_of_multi_turn_rollouts_give_the_fresh_values(tiny_lm, max_entries):
+    """Groups of rollouts as an RL step makes them (one system prompt, each question rolled out three times, three
+    sampled turns cut at stop tokens, a tool response glued on after each), then IG from the decoder's kept caches:
+    the values of one full forward per boundary, also when most kept caches were evicted (``max_entries`` 2: rows
+    partly reused, partly encoded again)."""
+    import torch
+
+    from venus_utils.modeling.kv_decode import KVDecoder
+
+    model, tok = tiny_lm
+    model.eval()
+    dec = KVDecoder(model, max_entries=max_entries)
+    system = _trajectory(40, len(tok), seed=7)
+    contexts = [system + _trajectory(10, len(tok), seed=q) for q in (1, 2) for _ in range(3)]
+    boundaries: list[list[int]] = [[] for _ in contexts]
+    torch.manual_seed(1)
+    for turn in range(3):
+        for b, c in zip(boundaries, contexts):
+            b.append(len(c))
+        sampled = dec.generate(contexts, 12, stop_ids={5, 7, 11}, temperature=1.0)
+        contexts = [
+            c + s + _trajectory(6, len(tok), seed=10 * turn + i) for i, (c, s) in enumerate(zip(contexts, sampled))
+        ]
+    for b, c in zip(boundaries, contexts):
+        b.append(len(c))
+    sampled = dec.generate(contexts, 8, stop_ids=set(), temperature=1.0)
+    answers = [pseudo_answer(tok, "Kent County"), pseudo_answer(tok, "Paris")]
+    items = [(c + s, b, answers[i % 2]) for i, (c, s, b) in enumerate(zip(contexts, sampled, boundaries))]
+    before = dict(dec.stats)
+    got = boundary_values_batched(model, items, decoder=dec)
+    assert dec.stats["reused_tokens"] > before["reused_tokens"]  # the kept caches were read
+    for (ids, points, pa), values in zip(items, got):
+        naive = boundary_values_naive(model, ids, points, pa)
         assert max(abs(a - b) for a, b in zip(naive, values)) < 1e-4

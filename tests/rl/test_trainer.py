@@ -297,8 +297,31 @@ def test_the_information_gain_reads_the_rollouts_kept_caches(tiny_lm, tmp_path, 
 
     monkeypatch.setattr(KVDecoder, "encode", counting)
     trainer = _trainer(tiny_lm, tmp_path / "rl", small_cfg(max_steps=1, save_steps=10))
+    kept_at_update = []
+    loss = type(trainer)._compute_loss
+
+    def recording(self, model, inputs):
+        kept_at_update.append(len(self.rollout_fn.decoder._entries))
+        return loss(self, model, inputs)
+
+    monkeypatch.setattr(type(trainer), "_compute_loss", recording)
     trainer.train()
     decoder = trainer.rollout_fn.decoder
     assert decoder is not None and seen
     assert all(dec is decoder and encoded == rows for dec, encoded, rows in seen)
-    assert decoder._entries == []  # cleared after scoring: stale once the update changes the weights
+    assert kept_at_update and set(kept_at_update) == {0}  # cleared before the update: stale once it changes weights
+
+
+def test_rollouts_the_information_gain_will_not_read_keep_no_caches(tiny_lm, tmp_path, monkeypatch):
+    """Where the information gain scores a step's episodes one at a time (a model whose cache per trajectory passes
+    ``BATCHED_ROW_BYTES``), the rollouts drop their kept caches when they return instead of holding them to the
+    end of the step."""
+    import venus_utils.rl.info_gain as ig
+
+    trainer = _trainer(tiny_lm, tmp_path / "rl", small_cfg(max_steps=1, save_steps=10))
+    rows = [{"question": "Where was Ana Lu born?", "ground_truth": "Paris"}] * 2
+    trainer.rollout_fn(trainer.model, trainer.processing_class, rows, trainer.igpo)
+    assert trainer.rollout_fn.decoder._entries  # the batched IG reads them
+    monkeypatch.setattr(ig, "BATCHED_ROW_BYTES", 0)
+    trainer.rollout_fn(trainer.model, trainer.processing_class, rows, trainer.igpo)
+    assert trainer.rollout_fn.decoder._entries == []

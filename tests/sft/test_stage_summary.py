@@ -1,5 +1,6 @@
-"""Notebook 03 and ``python -m venus_utils.sft train`` record the same training figures (``sft.stage.summary_figures``):
-a run trained by the notebook carries the FLOPs, resume point and processes the command line's records."""
+"""Notebook 03 and ``python -m venus_utils.sft train`` record the same training figures
+(``sft.stage.summary_figures``): a run trained by the notebook carries the FLOPs, resume point and processes the
+command line's records."""
 
 import json
 from collections import Counter

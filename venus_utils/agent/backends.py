@@ -197,7 +197,9 @@ class TransformersBackend:
     values are kept across its turns, only the new tokens are encoded, and the batch decodes over a preallocated
     cache (greedy answers equal ``generate``'s).  ``fast=False``, or any other model, uses ``model.generate``
     (:meth:`generate_ids_reference`).  ``decoder``: an earlier backend's decoder on the same model, reused with the
-    caches it kept (they are dropped when a weight changes).
+    caches it kept (they are dropped when a weight changes in place, as an optimizer step does; weights written
+    otherwise, through ``.data`` or a raw load, need ``decoder.clear()``: the RL trainer clears it after every step's
+    scoring).
     """
 
     def __init__(

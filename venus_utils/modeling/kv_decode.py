@@ -118,7 +118,10 @@ class KVDecoder:
         return tuple(p._version for p in self.model.parameters())
 
     def clear(self) -> None:
-        self._entries = []
+        """Drop every kept cache (after a change of the weights that does not bump their ``_version``: a load
+        through ``.data``, an optimizer writing raw memory)."""
+        with self._lock:
+            self._entries = []
 
     def _take(self, prompt: np.ndarray) -> _Entry | None:
         """The longest cached prefix of ``prompt``.  An entry that ``prompt`` extends whole is removed (its rollout
@@ -302,8 +305,8 @@ class KVDecoder:
         (length_groups)."""
         device = next(self.model.parameters()).device
         version = self._version()
-        if version != self._weights_version:
-            self.clear()
+        if version != self._weights_version:  # (the caller holds the lock)
+            self._entries = []
             self._weights_version = version
         taken = [self._take(a) if len(a) else None for a in arrays]
         reused = [len(e.ids) if e is not None else 0 for e in taken]

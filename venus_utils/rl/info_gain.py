@@ -180,24 +180,26 @@ def boundary_values_batched(
     for ids, points, _ in items:
         for b in points:
             _check_boundary(b, len(ids))
-    out: list[list[float]] = [[] for _ in items]
-    live = sorted((k for k, (_, points, _) in enumerate(items) if points), key=lambda k: max(items[k][1]))
+    # a trajectory whose probes alone pass the budget is scored in pieces of its boundaries (each piece its own row)
+    pieces = _probe_pieces(items, model.config.vocab_size)
+    values: dict[int, list[float]] = {}
+    live = sorted(range(len(pieces)), key=lambda k: max(pieces[k][1]))
     with torch.no_grad():
-        for group in _probe_groups(items, live, max_rows):
-            prefix = [max(items[k][1]) - 1 for k in group]  # cached tokens needed by the last boundary
+        for group in _probe_groups(pieces, live, max_rows, model.config.vocab_size):
+            prefix = [max(pieces[k][1]) - 1 for k in group]  # cached tokens needed by the last boundary
             width = max(max(prefix), 1)
-            n_keep = max(max(items[k][2].gt_index) + 1 for k in group)
-            probes = n_keep * max(len(items[k][1]) for k in group)
-            caches = dec.encode([list(items[k][0][:n]) for k, n in zip(group, prefix)], extra=probes + 1)
+            n_keep = max(max(pieces[k][2].gt_index) + 1 for k in group)
+            probes = n_keep * max(len(pieces[k][1]) for k in group)
+            caches = dec.encode([list(pieces[k][0][:n]) for k, n in zip(group, prefix)], extra=probes + 1)
             x = torch.zeros(len(group), probes, dtype=torch.long)
             pos = torch.zeros(len(group), probes, dtype=torch.long)
             for i, k in enumerate(group):
-                seq, points, pseudo = items[k]
+                seq, points, pseudo, _ = pieces[k]
                 for j, b in enumerate(points):
                     feed = [seq[b - 1]] + pseudo.ids[: max(pseudo.gt_index)]
                     x[i, j * n_keep : j * n_keep + len(feed)] = torch.tensor(feed, dtype=torch.long)
                     pos[i, j * n_keep : (j + 1) * n_keep] = torch.arange(b - 1, b - 1 + n_keep)
-            bias = _probe_mask([items[k][1] for k in group], width, n_keep, probes)
+            bias = _probe_mask([pieces[k][1] for k in group], width, n_keep, probes)
             columns = (width + torch.arange(probes))[None, :].expand(len(group), probes)
             logits = dec.forward(
                 x.to(device),
@@ -209,29 +211,59 @@ def boundary_values_batched(
                 bias=bias.to(device=device, dtype=caches[0][0].dtype),
             )
             for i, k in enumerate(group):
-                pseudo = items[k][2]
-                for j in range(len(items[k][1])):
-                    window = logits[i, j * n_keep : (j + 1) * n_keep]
-                    out[k].append(_gt_mean_logprob(window, pseudo.ids, pseudo.gt_index, temperature))
+                pseudo = pieces[k][2]
+                values[k] = [
+                    _gt_mean_logprob(
+                        logits[i, j * n_keep : (j + 1) * n_keep], pseudo.ids, pseudo.gt_index, temperature
+                    )
+                    for j in range(len(pieces[k][1]))
+                ]
+    out: list[list[float]] = [[] for _ in items]
+    for k, (_, _, _, item) in enumerate(pieces):  # pieces in the order of their items' boundaries
+        out[item].extend(values[k])
     return out
 
 
-#: the probe forward's additive mask (rows x probes x columns, float32) stays under this size: a group of
-#: trajectories is cut short before it (a single trajectory past it still runs, alone)
+#: the probe forward's additive mask and logits (rows x probe tokens x (columns + vocabulary), float32) stay under
+#: this size: a group of trajectories is cut short before it, and a trajectory whose probes alone pass it is scored
+#: in pieces of its boundaries (:func:`_probe_pieces`)
 PROBE_MASK_BYTES = 256 << 20
 
 
-def _probe_groups(items, live: list[int], max_rows: int):
-    """Consecutive groups of at most ``max_rows`` of the ``live`` items whose probe mask fits
-    :data:`PROBE_MASK_BYTES` (rows x probe tokens x (longest cache + probe tokens), as the forward pads them)."""
+def _probe_bytes(rows: int, width: int, n_keep: int, n_points: int, vocab: int) -> int:
+    """Bytes of a probe forward's mask and logits: ``rows`` x probe tokens x (cached + probe columns + vocabulary)."""
+    probes = n_keep * n_points
+    return 4 * rows * probes * (width + probes + vocab)
+
+
+def _probe_pieces(items, vocab: int) -> list[tuple[Sequence[int], list[int], PseudoAnswer, int]]:
+    """``(input_ids, boundaries, pseudo, item index)`` per item with boundaries, the boundaries of an item whose
+    probes alone pass :data:`PROBE_MASK_BYTES` cut into consecutive pieces that fit (one boundary at least): its
+    probes are independent, so the pieces give the same values."""
+    pieces = []
+    for k, (ids, points, pseudo) in enumerate(items):
+        if not points:
+            continue
+        n_keep, width = max(pseudo.gt_index) + 1, max(points) - 1
+        per = len(points)
+        while per > 1 and _probe_bytes(1, width, n_keep, per, vocab) > PROBE_MASK_BYTES:
+            per = (per + 1) // 2
+        points = list(points)
+        pieces += [(ids, points[i : i + per], pseudo, k) for i in range(0, len(points), per)]
+    return pieces
+
+
+def _probe_groups(pieces, live: list[int], max_rows: int, vocab: int):
+    """Consecutive groups of at most ``max_rows`` of the ``live`` pieces whose probe forward fits
+    :data:`PROBE_MASK_BYTES` (:func:`_probe_bytes`, padded as the forward pads them)."""
     group: list[int] = []
     shape = (0, 0, 0)  # the group's longest cache, longest pseudo answer, most boundaries
 
     def size(rows, width, n_keep, n_points):
-        return 4 * rows * n_keep * n_points * (width + n_keep * n_points)
+        return _probe_bytes(rows, width, n_keep, n_points, vocab)
 
     for k in live:
-        _, points, pseudo = items[k]
+        _, points, pseudo, _ = pieces[k]
         mine = (max(points) - 1, max(pseudo.gt_index) + 1, len(points))
         grown = tuple(max(a, b) for a, b in zip(shape, mine))
         if group and (len(group) >= max(1, max_rows) or size(len(group) + 1, *grown) > PROBE_MASK_BYTES):
@@ -322,6 +354,14 @@ class InfoGainResult:
 BATCHED_ROW_BYTES = 64 << 20
 
 
+def batched_fits(model, tokens: int) -> bool:
+    """Whether :func:`compute_info_gains` scores trajectories of up to ``tokens`` tokens on ``model`` batched (and so
+    reads the keys and values a rollout's decoder kept), not one at a time."""
+    from ..modeling.kv_decode import supports
+
+    return supports(model) and _row_bytes(model, tokens) <= BATCHED_ROW_BYTES
+
+
 def _row_bytes(model, tokens: int) -> int:
     cfg = model.config
     kv = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
@@ -364,11 +404,8 @@ def compute_info_gains(
     """:func:`compute_info_gain` for many trajectories (dicts with ``input_ids``, ``boundaries``, ``tool_names``,
     ``ground_truth``): batched (:func:`boundary_values_batched`, reading ``decoder``'s kept caches where it has
     them) when the model allows it, else one at a time."""
-    from ..modeling.kv_decode import supports
-
     kw = dict(info_gain_type=info_gain_type, tool_filter=tool_filter, template=template, temperature=temperature)
-    longest = max((len(t["input_ids"]) for t in trajectories), default=0)
-    if not supports(model) or _row_bytes(model, longest) > BATCHED_ROW_BYTES:
+    if not batched_fits(model, max((len(t["input_ids"]) for t in trajectories), default=0)):
         return [compute_info_gain(model, tokenizer, **t, chunk_size=chunk_size, **kw) for t in trajectories]
     plans = [
         _plan(tokenizer, t["ground_truth"], len(t["boundaries"]), t["tool_names"], tool_filter, template)

@@ -23,6 +23,7 @@ from ..agent import AgentConfig, OpenAIBackend, TransformersBackend, run_many
 from ..core.aio import run_coroutine
 from ..judging.judge import judged_score
 from .config import IGPOConfig
+from .info_gain import batched_fits
 from .rewards import Episode
 
 
@@ -151,7 +152,11 @@ def make_agent_rollout(tools, agent_cfg=None, fast: bool = True):
             rollout.decoder = backend.decoder
         rollouts = run_coroutine(run_many([r["question"] for r in rows], backend, tools, acfg, concurrency=len(rows)))
         rollout.timing = dict(getattr(backend, "timing", None) or {})  # the trainer's generation phase
-        return [episode_from_rollout(r, row["ground_truth"], row.get("id")) for r, row in zip(rollouts, rows)]
+        episodes = [episode_from_rollout(r, row["ground_truth"], row.get("id")) for r, row in zip(rollouts, rows)]
+        longest = max((len(ep.prompt_ids) + len(ep.completion_ids) for ep in episodes), default=0)
+        if rollout.decoder is not None and not batched_fits(model, longest):
+            rollout.decoder.clear()  # the information gain scores these one at a time: nothing would read the caches
+        return episodes
 
     rollout.timing, rollout.decoder = {}, None
     return rollout
