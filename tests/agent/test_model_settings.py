@@ -261,3 +261,16 @@ def test_the_writer_checks_what_it_writes_and_the_reader_reads_it_back(tmp_path)
         mixed.describe() == "prompt dr-venus (DR-Venus default), max_turns 3 (model folder (venus_agent.json)), "
         "max_new_tokens 64 (fallback)"
     )
+
+
+def test_the_command_lines_name_a_turns_tokens_as_the_profiles_do():
+    """``--max-tokens-per-turn`` is the profiles' ``max_tokens_per_turn`` (``--max-new-tokens``, the model folder's
+    key, is the same option), wherever a model is run."""
+    import argparse
+
+    from venus_utils.agent.settings import add_settings_options
+
+    parser = argparse.ArgumentParser()
+    add_settings_options(parser)
+    assert parser.parse_args(["--max-tokens-per-turn", "77"]).max_new_tokens == 77
+    assert parser.parse_args(["--max-new-tokens", "78"]).max_new_tokens == 78

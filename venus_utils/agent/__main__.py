@@ -7,7 +7,7 @@ uses Serper + Jina with the keys from the environment / ``.env``.
 Inputs are checked before the model loads: a missing world folder, model or question file, a file where a
 folder is expected (or the reverse), or an empty question file exits 2 with one message naming the path.
 
-The system prompt style and the limits (``--system-prompt-style``, ``--max-turns``, ``--max-new-tokens``) default
+The system prompt style and the limits (``--system-prompt-style``, ``--max-turns``, ``--max-tokens-per-turn``) default
 to what the model folder's ``venus_agent.json`` says (written by the SFT export and the RL save: how the model was
 trained; for an http model, the ``--tokenizer`` folder's), else DR-Venus's defaults (dr-venus prompt, 200 turns x
 15,000 tokens; ``--mode rl``: 8192 tokens); the settings used are printed to stderr first.

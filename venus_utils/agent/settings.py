@@ -55,10 +55,14 @@ def add_settings_options(parser: argparse.ArgumentParser, dr_venus_fallback: boo
         help=f"assistant turns per question ({default(str(protocol.MAX_TURNS))})",
     )
     parser.add_argument(
-        "--max-new-tokens",
+        "--max-tokens-per-turn",
+        "--max-new-tokens",  # the name of the model folder's key (and of transformers' generate)
+        dest="max_new_tokens",
         type=number_argument(AT_LEAST_1),
         default=None,
-        help=f"new tokens per turn ({default(f'{protocol.INFERENCE_TOKENS_PER_TURN}; --mode rl: {rl_tokens}')})",
+        help=f"new tokens per turn, the profiles' max_tokens_per_turn "
+        f"({default(f'{protocol.INFERENCE_TOKENS_PER_TURN}; --mode rl: {rl_tokens}')}); --max-new-tokens is the same "
+        "option",
     )
     parser.add_argument(
         "--system-prompt-style",

@@ -49,16 +49,22 @@ def main(argv: list[str] | None = None) -> None:
         "--web", action="store_true", help="default to the web tools (Serper + Jina) instead of the world"
     )
     parser.add_argument(
-        "--max-steps",
+        "--max-turns",
+        "--max-steps",  # DR-Venus's demo calls it Max Steps (the UI's slider keeps that name)
+        dest="max_steps",
         type=number_argument(Range(1, MAX_STEPS_LIMIT)),
         default=None,
-        help=f"default turn budget (1-{MAX_STEPS_LIMIT}; default: the model's own, else {DEMO_FALLBACK['max_turns']})",
+        help=f"default turn budget, the UI's Max Steps (1-{MAX_STEPS_LIMIT}; default: the model's own, else "
+        f"{DEMO_FALLBACK['max_turns']}); --max-steps is the same option",
     )
     parser.add_argument(
+        "--max-tokens-per-turn",
         "--max-new-tokens",
+        dest="max_new_tokens",
         type=number_argument(Range(*MAX_NEW_TOKENS_RANGE)),
         default=None,
-        help=f"tokens per turn (default: the model's own, else {DEMO_FALLBACK['max_new_tokens']})",
+        help=f"tokens per turn (default: the model's own, else {DEMO_FALLBACK['max_new_tokens']}); "
+        "--max-new-tokens is the same option",
     )
     parser.add_argument(
         "--system-prompt-style",
