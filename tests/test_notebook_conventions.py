@@ -227,3 +227,25 @@ def test_notebooks_define_no_logic_of_their_own_but_the_reward_cells():
                 ):
                     found.append(f"{nb.name} cell {i}: {node.name}")
     assert not found, f"move these into venus_utils: {found}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_the_introduction_lists_the_sections_and_says_what_to_change_first(path):
+    """A reader learns from the first cell what the notebook holds, in order, and which parameter to try first: every
+    numbered section heading is named there, and a "What to change first" line names at least one parameter."""
+    nb = nbformat.read(path, as_version=4)
+    intro = " ".join(nb.cells[0].source.replace("**", "").lower().split())  # one line, however it is wrapped
+    headings = [
+        m.group(1)
+        for cell in nb.cells
+        if cell.cell_type == "markdown"
+        for m in re.finditer(r"(?m)^## \d+\. (.+)$", cell.source)
+    ]
+    assert headings, f"{path.name}: no numbered sections"
+    missing = [h for h in headings if " ".join(h.lower().split()) not in intro]
+    assert not missing, f"{path.name}: the introduction does not name the sections {missing}"
+    change = re.search(r"\*\*What to change first:\*\*(.*?)(?:\n\n|$)", nb.cells[0].source, re.S)
+    assert change and "`" in change.group(1), f"{path.name}: no 'What to change first' naming a parameter"
+    params = set(notebook_defaults(path))
+    named = set(re.findall(r"`(\w+)`", change.group(1)))
+    assert named & params, f"{path.name}: 'What to change first' names none of the parameters {sorted(params)}"
