@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from venus_utils.core.perf import MachinePeak
 
 
@@ -23,3 +25,38 @@ def test_the_memory_read_bandwidth_is_measured_and_described():
     measured = MachinePeak(threads=2, fp32_gflops=170.0, bf16_gflops=700.0, bf16_native=True, read_gbps=49.0)
     assert "memory read 49.0 GB/s" in measured.describe()
     assert "memory read" not in MachinePeak(threads=2, fp32_gflops=1.0, bf16_gflops=1.0, bf16_native=False).describe()
+
+
+@pytest.mark.parametrize("reentrant", [False, True])
+def test_gradient_checkpointing_does_not_change_the_counted_flops(reentrant):
+    """A checkpointed layer runs its forward again in the backward pass; the count stays the model FLOPs (3x a
+    training forward), as without checkpointing, with either kind of checkpointing, so an arm trained with it is
+    matched on the same figure as one trained without."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from venus_utils.core.perf import FlopCounter
+
+    cfg = Qwen2Config(
+        vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2,
+    )  # fmt: skip
+    x = torch.randint(0, 128, (2, 10), generator=torch.Generator().manual_seed(0))
+
+    def counted(checkpointing: bool) -> tuple[float, float]:
+        torch.manual_seed(0)
+        model = Qwen2ForCausalLM(cfg).train()
+        if checkpointing:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": reentrant})
+        counter = FlopCounter(model)
+        for _ in range(2):  # two micro-batches, each forward then backward
+            model(input_ids=x, labels=x).loss.backward()
+        trained = counter.flops
+        with torch.no_grad():
+            model(input_ids=x)  # an inference forward: 1x
+        counter.close()
+        return trained, counter.flops - trained
+
+    plain, checkpointed = counted(False), counted(True)
+    assert checkpointed == plain
+    assert plain[0] == 6 * plain[1]  # two training forwards at 3x each, one inference forward at 1x

@@ -234,13 +234,20 @@ class FlopCounter:
     (padding included: it is computed) at 2 FLOPs per weight; a call made with autograd on (a training forward) counts
     3x, for its backward pass.  Attention scores (which grow with the context) and embeddings are not counted, so
     the figure compares runs of one model, not models.  ``flops`` is this process's total since the counter was
-    made; :meth:`close` removes the hooks."""
+    made; :meth:`close` removes the hooks.
+
+    Gradient checkpointing runs a layer's forward again inside the backward pass: that recomputation is not counted
+    again (model FLOPs, 3x a forward per trained token, whatever the memory trade): after a forward already charged 3x
+    (non-reentrant checkpointing) it counts nothing; after one run without autograd (reentrant checkpointing, whose
+    first forward runs under ``no_grad``) it counts the 2x of the backward still owed."""
 
     def __init__(self, *models: Any):
         import torch
 
         self._grad = torch.is_grad_enabled
+        self._in_backward = getattr(torch._C, "_current_autograd_node", lambda: None)
         self.flops = 0.0
+        self._owed: dict[int, int] = {}  # per hooked module: forwards charged 3x whose recomputation may come
         self._handles = []
         for model in models:
             if model is None:
@@ -256,8 +263,21 @@ class FlopCounter:
     def _hook(self, per_token: float):
         def count(module, args, kwargs):
             x = args[0] if args else kwargs.get("hidden_states", kwargs.get("input"))
-            if x is not None:
-                self.flops += per_token * (x.numel() // x.shape[-1]) * (3 if self._grad() else 1)
+            if x is None:
+                return
+            key = id(module)
+            if self._in_backward() is not None:  # gradient checkpointing's recomputation
+                if self._owed.get(key, 0) > 0:
+                    self._owed[key] -= 1
+                    return
+                times = 2  # the first forward ran without autograd and was charged 1x
+            elif self._grad():
+                times = 3
+                if module.training:  # a checkpointed layer may run it again in the backward pass
+                    self._owed[key] = self._owed.get(key, 0) + 1
+            else:
+                times = 1
+            self.flops += per_token * (x.numel() // x.shape[-1]) * times
 
         return count
 
