@@ -224,3 +224,10 @@ def test_rl_must_beat_rejection_sampling_too_and_sft_must_be_at_its_plateau(tmp_
     assert "plateau" not in decide(study(stopped))  # a study that did not register 1b is not read with it
     with pytest.raises(SystemExit):
         main(["study", *map(str, runs), "--sft-band", "0.7,0.2"])
+
+
+def test_a_run_named_with_a_trailing_slash_is_the_same_run(tmp_path):
+    """``results/x/`` (a shell's completion) and ``results/x`` name one run: the study reads it the same."""
+    runs = _runs(tmp_path, seeds_where({20: 8, 21: 6}))
+    plain, slashed = study(runs), study([f"{run}/" for run in runs])
+    assert slashed["pairs"] == plain["pairs"] and slashed["seeds"] == ["20", "21"]

@@ -93,6 +93,7 @@ def study(runs: Sequence[str | Path], arms: Sequence[str] | None = None) -> dict
     """Every pair of :func:`~venus_utils.eval.heldout.arm_pairs` of the models :func:`models_in` reads, on the headline
     slice (hard/heldout; every question where a world has no hard tier): per seed, pooled by question and with the
     seed as the unit (:func:`~venus_utils.eval.heldout.compare_runs`' rows), keyed ``"<model> vs <baseline>"``."""
+    runs = [Path(run) for run in runs]  # "results/x/" and "results/x" name one run (compare_runs' rows name it so)
     if len(runs) < 2:
         raise ValueError("a study pools two or more runs (one per seed)")
     labels = models_in(runs, arms)
