@@ -231,3 +231,18 @@ def test_a_run_named_with_a_trailing_slash_is_the_same_run(tmp_path):
     runs = _runs(tmp_path, seeds_where({20: 8, 21: 6}))
     plain, slashed = study(runs), study([f"{run}/" for run in runs])
     assert slashed["pairs"] == plain["pairs"] and slashed["seeds"] == ["20", "21"]
+
+
+def test_an_arm_that_trained_nothing_is_named_beside_the_table(tmp_path, capsys):
+    """Rejection sampling that kept no right answer is scored as the SFT model (its summary says so): the study keeps
+    its row and says, seed by seed, that the row is the SFT model's answers."""
+    from venus_utils.core.io import write_json
+
+    runs = _runs(tmp_path, {s: {"SFT": 40, "rejection sampling": 40} for s in (20, 21)})
+    note = "none of the 640 sampled trajectories was judged right: nothing to fine-tune on, the arm is the SFT model"
+    write_json(runs[1] / ho.SCORED[ho.RFT].rsplit("/", 1)[0] / "summary.json", {"steps": 0, "note": note})
+    write_json(runs[0] / ho.SCORED[ho.RFT].rsplit("/", 1)[0] / "summary.json", {"steps": 216})
+    result = study(runs)
+    assert result["untrained"] == [f"seed 21: rejection sampling: {note} (its row is the SFT model's answers)"]
+    assert main(["study", *map(str, runs)]) == 0
+    assert f"note: seed 21: rejection sampling: {note}" in capsys.readouterr().out

@@ -108,6 +108,8 @@ def run_study(args) -> int:
     slices = sorted({p["slice"] for p in result["pairs"].values()})
     print(f"{', '.join(slices)}, accuracy and paired difference (* McNemar p < 0.05), per seed, pooled, seed-level:")
     print(markdown_table(table) if args.markdown else table.to_string(index=False))
+    for line in result["untrained"]:
+        print(f"note: {line}")
     print("\nthe registered rule:")
     print("\n".join(decision["lines"]))
     how = mechanism(result["runs"], result["seeds"])

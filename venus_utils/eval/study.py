@@ -26,6 +26,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..core.io import read_json
 from ..core.profiles import load_profile
 from .heldout import CONTROL, HEADLINE, RFT, SCORED, SEEDS_ROW, arm_pairs, compare_runs
 
@@ -117,7 +118,33 @@ def study(runs: Sequence[str | Path], arms: Sequence[str] | None = None) -> dict
             kept = {k: v for k, v in row.items() if k not in ("run", "slice") and not _missing(v)}
             out[key] = {k: int(v) if k in COUNTS else v for k, v in kept.items()}
         comparisons[f"{model} vs {baseline}"] = {"baseline": baseline, "model": model, "slice": slice_, "rows": out}
-    return {"runs": [str(run) for run in runs], "seeds": list(seeds.values()), "models": labels, "pairs": comparisons}
+    return {
+        "runs": [str(run) for run in runs],
+        "seeds": list(seeds.values()),
+        "models": labels,
+        "pairs": comparisons,
+        "untrained": untrained_arms(runs, labels),
+    }
+
+
+def untrained_arms(runs: Sequence[str | Path], labels: Sequence[str]) -> list[str]:
+    """One line per arm of a run that trained no step and was scored as the SFT model it started from (rejection
+    sampling that kept no right answer says so in its ``summary.json``): its row in the study is the SFT model's."""
+    lines = []
+    for run in runs:
+        for label in labels:
+            if label in ("base", "SFT"):
+                continue
+            path = Path(run) / SCORED[label]
+            summary = path.parent / "summary.json"
+            try:
+                record = read_json(summary) if summary.is_file() else {}
+            except (OSError, ValueError):
+                continue
+            if record.get("steps") == 0:
+                why = record.get("note") or "it trained no step"
+                lines.append(f"seed {seed_of(run)}: {label}: {why} (its row is the SFT model's answers)")
+    return lines
 
 
 def _missing(value: Any) -> bool:
