@@ -419,3 +419,23 @@ def test_the_rejection_sampling_arm_samples_filters_and_fine_tunes_for_the_budge
     assert summary["heldout_comparison"]["n"] == 4
     again = train_rft_arm(run, budget, cfg, **kw)  # samples and training reused
     assert again["steps"] == 8 and again["sampling"] == summary["sampling"]
+
+
+def test_a_finished_arm_of_another_sft_model_is_not_reused(tmp_path):
+    """SFT retrained in the same run folder: an RL arm finished from the old SFT model (the digest its summary
+    records) is refused in one line, not paired with cheaper arms continued from the new one."""
+    from venus_utils.core.checkpoints import local_model_digest
+    from venus_utils.core.io import write_json
+    from venus_utils.rl import __main__ as cli
+
+    sft = tmp_path / "03_sft_unsloth" / "model"
+    sft.mkdir(parents=True)
+    (sft / "model.safetensors").write_bytes(b"the first SFT model")
+    arm = tmp_path / "04_igpo_rl"
+    arm.mkdir()
+    write_json(arm / "summary.json", {"steps": 2, "reward_mode": "igpo", "sft_model_digest": local_model_digest(sft)})
+    asked = {"reward_mode": "igpo", "max_steps": 2, "max_time_minutes": None}
+    assert cli.finished_arm(arm, asked, sft)
+    (sft / "model.safetensors").write_bytes(b"SFT trained again")
+    with pytest.raises(ValueError, match="trained from another SFT model"):
+        cli.finished_arm(arm, asked, sft)

@@ -40,9 +40,10 @@ from pathlib import Path
 
 import psutil
 
+from ..core.checkpoints import local_model_digest
 from ..core.distributed import is_main_process, world_size
 from ..core.io import read_json, read_jsonl, write_json
-from ..core.paths import CONTROL_DIR, RFT_DIR, SFT_STAGE
+from ..core.paths import CONTROL_DIR, RFT_DIR, SFT_STAGE, user_path
 from ..core.stage import SUMMARY, Stage, resolve_run_dir
 from ..core.stopping import end_processes
 from ..eval import heldout as ho
@@ -165,16 +166,24 @@ RFT_ARM = "rft"
 CHEAPER_ARMS = (CONTROL_ARM, RFT_ARM)
 
 
-def finished_arm(out: Path, params: dict) -> bool:
+def finished_arm(out: Path, params: dict, sft_dir: Path | None = None) -> bool:
     """Whether the arm folder ``out`` holds a finished run of the arm ``params`` describe (its ``summary.json``: the
     same reward mode and dynamic sampling, all ``max_steps`` steps or a time budget that ended it), which ``arms``
     then reuses as it is. An arm trained by notebook 04 is one: its reward cells are the notebook's own functions,
-    so resuming it through :func:`train` would refuse it as "made with other settings". A summary of another arm
-    is refused in one line (ValueError); no summary: not finished (``train`` resumes from the checkpoints)."""
+    so resuming it through :func:`train` would refuse it as "made with other settings". A summary of another arm,
+    or of an arm trained from another SFT model than ``sft_dir`` (the digest its summary records), is refused in one
+    line (ValueError): its budget and answers would be paired with arms of this SFT model; no summary: not finished
+    (``train`` resumes from the checkpoints)."""
     path = out / SUMMARY
     if not path.is_file():
         return False
     done = read_json(path)
+    recorded = done.get("sft_model_digest")
+    if sft_dir is not None and recorded and recorded != local_model_digest(sft_dir):
+        raise ValueError(
+            f"{path}: trained from another SFT model than {sft_dir} (its weights differ from the digest the arm "
+            "recorded); move that folder away to train the arm from this one"
+        )
 
     def ran_with(key: str):  # a figure of the summary, else the value its settings record kept
         return done[key] if key in done else (done.get("settings", {}).get(key) or {}).get("value")
@@ -378,7 +387,9 @@ def arms(args: argparse.Namespace) -> dict:
         label, sets = ARMS[arm]
         overrides = [*args.sets, *(f"{k}={'true' if v is True else v}" for k, v in sets.items())]
         out = run / ho.RL_ARMS[label]
-        if finished_arm(out, stage_params(args.params, STAGE, parse_sets(overrides))[0]):
+        params = stage_params(args.params, STAGE, parse_sets(overrides))[0]
+        sft_dir = user_path(params["sft_model"]).resolve() if params.get("sft_model") else run / SFT_STAGE / "model"
+        if finished_arm(out, params, sft_dir):
             print(f"[arms] {label}: finished in {out}, reused", flush=True)
             continue
         jobs.append((label, out, overrides))

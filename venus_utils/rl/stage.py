@@ -317,6 +317,7 @@ def summary_figures(
         train_flops=train_flops(log),  # model FLOPs of training (perf.FlopCounter), all steps
         reward_mode=cfg.reward_mode,
         sft_model=str(sft_dir),
+        sft_model_digest=local_model_digest(sft_dir),  # which SFT model it started from (rl arms checks it on reuse)
         rl_question_file=str(train_file),
         rl_questions=questions,
         judge=judge,
