@@ -37,7 +37,8 @@ save_steps = 5  # checkpoint every this many steps (DR-Venus: 5)
 save_total_limit = 2  # keep only the newest checkpoints (each holds optimizer states); None keeps all
 train_questions = None  # limit the RL question pool (None: all of it)
 filter_samples = 0  # > 0: first roll every RL question out this many times with the SFT policy and train only on those
-# it does not always solve (0: no filter; DR-Venus trains RL on harder questions)
+# it does not always solve (0: no filter; DR-Venus trains RL on harder questions); these rollouts count in the compute
+# the cheaper arms are matched to
 dynamic_sampling = False  # DAPO: drop groups whose rollouts all got the same judge score, refill the step with new
 # questions (one process; DR-Venus: off)
 max_sampling_rounds = 3  # dynamic_sampling: rollout rounds per step at most (then the step fills up with the rest)
@@ -409,11 +410,11 @@ why
 control_comparisons = {}
 if control_arm and heldout is not None:
     from venus_utils.rl.control import control_reading, train_control_arm
-    from venus_utils.rl.stage import train_flops
+    from venus_utils.rl.stage import budget_flops
 
     control = train_control_arm(
         stage.run_dir,
-        train_flops(trainer.state.log_history),  # this RL run's model FLOPs: the control's budget
+        budget_flops(trainer.state.log_history, filter_counts),  # this RL run's model FLOPs: the control's budget
         offline=offline,
         train_qa=train_qa,
         heldout_qa=heldout_qa,
@@ -461,11 +462,11 @@ else:
 rft_comparisons = {}
 if rft_arm and heldout is not None:
     from venus_utils.rl.rejection import train_rft_arm
-    from venus_utils.rl.stage import train_flops
+    from venus_utils.rl.stage import budget_flops
 
     rft = train_rft_arm(
         stage.run_dir,
-        train_flops(trainer.state.log_history),  # this RL run's model FLOPs: the budget, sampling included
+        budget_flops(trainer.state.log_history, filter_counts),  # this RL run's model FLOPs (its filter's too)
         cfg,
         offline=offline,
         train_qa=train_qa,

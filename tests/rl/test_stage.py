@@ -112,3 +112,28 @@ def test_rl_arms_refuses_the_cheaper_arms_beside_an_outside_sft_model(tmp_path, 
     assert main(argv) == 2
     assert "these arms continue the run's own SFT stage, but RL starts from sft_model" in capsys.readouterr().err
     assert not any(tmp_path.iterdir())
+
+
+def test_the_question_filters_rollouts_count_in_the_budget_of_the_cheaper_arms(tmp_path, tiny_lm, monkeypatch):
+    """filter_samples rolls the SFT policy out before training: RL's compute, so the control and rejection sampling
+    are matched to it too (budget_flops: the training's FLOPs and the filter's, recorded in its counts)."""
+    import torch
+
+    import venus_utils.rl.stage as rl_stage
+    from venus_utils.rl.stage import budget_flops
+
+    model, tok = tiny_lm
+
+    def rolls_out(model, tokenizer, rows, *args, **kwargs):
+        with torch.no_grad():
+            model(input_ids=torch.ones(2, 10, dtype=torch.long))  # the filter's generation, 20 positions
+        return list(rows), {"candidates": len(rows), "kept": len(rows)}
+
+    monkeypatch.setattr(rl_stage, "unsolved_questions", rolls_out)
+    rows = [{"id": "q1"}, {"id": "q2"}]
+    kept, counts = filter_questions(Stage("04_igpo_rl", tmp_path), model, tok, rows, None, None, IGPOConfig(), 2)
+    assert kept == rows and counts["flops"] > 0
+    history = [{"step": 1, "flops": 1e9}, {"step": 2, "flops": 2e9}, {"step": 2, "eval": 1}]
+    assert budget_flops(history, counts) == 3e9 + counts["flops"]
+    assert budget_flops(history, {"candidates": 2, "kept": 2}) == budget_flops(history) == 3e9  # no filter
+    assert budget_flops([], counts) is None  # no training counted: nothing to match

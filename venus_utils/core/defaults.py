@@ -204,7 +204,7 @@ STAGE_DEFAULTS: dict[str, tuple[str | Param, ...]] = {
         P("train_questions", None, "limit the RL question pool (None: all of it)"),
         P("filter_samples", 0, "> 0: first roll every RL question out this many times with the SFT policy and train "
                                "only on those it does not always solve (0: no filter; DR-Venus trains RL on harder "
-                               "questions)"),
+                               "questions); these rollouts count in the compute the cheaper arms are matched to"),
         P("dynamic_sampling", False, "DAPO: drop groups whose rollouts all got the same judge score, refill the step "
                                      "with new questions (one process; DR-Venus: off)"),
         P("max_sampling_rounds", 3, "dynamic_sampling: rollout rounds per step at most (then the step fills up with "

@@ -58,6 +58,7 @@ from .rejection import train_rft_arm
 from .rewards import reward_functions
 from .stage import (
     STAGE,
+    budget_flops,
     filter_questions,
     heldout_eval,
     heldout_scores,
@@ -65,7 +66,6 @@ from .stage import (
     save_model,
     stage_inputs,
     summary_figures,
-    train_flops,
     train_policy,
 )
 from .training_rows import qa_rows
@@ -200,9 +200,12 @@ def finished_arm(out: Path, params: dict, sft_dir: Path | None = None) -> bool:
 
 
 def igpo_budget(run: Path, arm: str) -> float:
-    """The model FLOPs the run's IGPO arm counted (its ``metrics.jsonl``): what the cheaper arms are matched to."""
+    """The model FLOPs the run's IGPO arm counted (its ``metrics.jsonl``, and its question filter's rollouts, its
+    summary's ``rl_questions``: :func:`~.stage.budget_flops`): what the cheaper arms are matched to."""
     metrics = run / ho.RL_ARMS["IGPO"] / "metrics.jsonl"
-    budget = train_flops(read_jsonl(metrics)) if metrics.is_file() else None
+    summary = run / ho.RL_ARMS["IGPO"] / SUMMARY
+    filtered = read_json(summary).get("rl_questions") if summary.is_file() else None
+    budget = budget_flops(read_jsonl(metrics), filtered) if metrics.is_file() else None
     if not budget:
         raise ValueError(
             f"{metrics}: no FLOPs to match: train the IGPO arm first (--arms igpo,{arm}); the {arm} arm gets the "

@@ -153,11 +153,20 @@ def filter_questions(
         return list(rows), {"candidates": len(rows), "kept": len(rows)}
     from transformers import set_seed
 
+    from ..core.perf import FlopCounter
+
     set_seed(cfg.seed)  # the filter samples: seeded, so every arm of a comparison keeps the same questions
-    with stage.timed("filter"):
-        kept, counts = unsolved_questions(
-            model, tokenizer, rows, tools, judge, cfg, samples=samples, processes=world_size()
-        )
+    counter = FlopCounter(
+        model
+    )  # the filter's rollouts are RL's compute too: the cheaper arms get them (budget_flops)
+    try:
+        with stage.timed("filter"):
+            kept, counts = unsolved_questions(
+                model, tokenizer, rows, tools, judge, cfg, samples=samples, processes=world_size()
+            )
+    finally:
+        counter.close()
+    counts["flops"] = counter.flops
     print(f"[rl] questions the SFT policy does not always solve: {counts}")
     return kept, counts
 
@@ -277,6 +286,14 @@ def train_flops(history: list[dict[str, Any]]) -> float | None:
     ``metrics.jsonl``'s rows); None when it counted none (runs made before the count existed)."""
     total = sum(float(r["flops"]) for r in history if r.get("flops") is not None and math.isfinite(float(r["flops"])))
     return total or None
+
+
+def budget_flops(history: list[dict[str, Any]], questions: dict[str, Any] | None = None) -> float | None:
+    """The model FLOPs the cheaper arms (the control, rejection sampling) are matched to: the RL run's training
+    (:func:`train_flops` of its log) and the rollouts of its question filter (``questions``: the counts of
+    :func:`filter_questions`, the summary's ``rl_questions``); None when the run counted no training FLOPs."""
+    trained = train_flops(history)
+    return None if trained is None else trained + float((questions or {}).get("flops") or 0.0)
 
 
 def summary_figures(
