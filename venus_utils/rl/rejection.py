@@ -6,9 +6,11 @@ matches came from training on the model's own right answers, not from the policy
 builds it from the same stopped (plateau) SFT checkpoint the RL arms and the control start from:
 
 1. **Sampling** (:func:`sample_right`): the SFT model rolls out the RL arm's questions with the RL arm's rollout
-   settings (temperature, top-p, turns, tokens per turn) and tools, as many rollouts as the IGPO arm made
+   settings (temperature, top-p, turns, tokens per turn) and tools, as many rollouts as the IGPO arm trains on
    (``max_steps x prompts_per_step x num_generations``: the first ``max_steps x prompts_per_step`` questions of the RL
-   pool, drawn by the run's seed, ``num_generations`` each). The run's judge (RL's reward) scores each answer.
+   pool, drawn by the run's seed, ``num_generations`` each; with dynamic sampling IGPO rolls out up to
+   ``max_sampling_rounds`` times as many, all in the FLOPs this arm is matched to, so this arm then samples less and
+   trains longer on what it keeps). The run's judge (RL's reward) scores each answer.
 2. **Filtering**: a right trajectory is kept, trained on exactly the tokens it sampled (the tool output and the
    prompts masked, as SFT and RL mask them); wrong, unjudged (the judge failed), duplicate (the same tokens as a kept
    sample of the same question) and too long (over SFT's ``max_length``) ones are counted under their reason.
