@@ -383,3 +383,18 @@ def test_no_module_imports_a_command_line():
         if b.endswith("__main__")
     ]
     assert not found, "\n".join(found)
+
+
+#: the longest function the package holds to (a longer one is split into named steps)
+MAX_FUNCTION_LINES = 100
+
+
+def test_no_function_of_the_package_is_longer_than_the_limit():
+    long = []
+    for name, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    long.append(f"{name}.{node.name}: {lines} lines")
+    assert not long, f"functions over {MAX_FUNCTION_LINES} lines: {long}"
