@@ -29,6 +29,7 @@ from ..core.callbacks import step_progress, time_limit
 from ..core.checkpoints import ResumePoint, local_model_digest, prepare_resume, train_to_end
 from ..core.distributed import is_main_process, world_size
 from ..core.paths import RL_STAGE, SETUP_STAGE, SFT_STAGE, user_path
+from ..core.perf import FlopCounter
 from ..core.stage import Stage
 from ..eval import heldout as ho
 from . import run_report
@@ -152,8 +153,6 @@ def filter_questions(
     if not samples:
         return list(rows), {"candidates": len(rows), "kept": len(rows)}
     from transformers import set_seed
-
-    from ..core.perf import FlopCounter
 
     set_seed(cfg.seed)  # the filter samples: seeded, so every arm of a comparison keeps the same questions
     counter = FlopCounter(
