@@ -69,7 +69,8 @@ def test_notebook_04_pairs_rl_with_the_control(smoke_run):
     from venus_utils.core.io import read_jsonl
 
     logged = sum(r.get("flops", 0.0) for r in read_jsonl(out / "04_igpo_rl" / "metrics.jsonl"))
-    assert control["budget_flops"] == pytest.approx(logged) and logged > 0
+    filtered = rl["rl_questions"]["flops"]  # smoke's question filter (filter_samples 1): RL's compute too
+    assert control["budget_flops"] == pytest.approx(logged + filtered) and logged > 0 and filtered > 0
     assert control["steps"] >= 1 and control["train_flops"] > 0
     assert {"RL (IGPO)", "more SFT", "RL (IGPO) vs more SFT"} <= set(rl["control_comparisons"])
     assert (out / "04_igpo_rl" / "rl_vs_more_sft.png").is_file()
@@ -84,7 +85,7 @@ def test_notebook_04_runs_rejection_sampling_and_says_when_it_has_nothing_to_kee
     rft = json.loads((out / "04_igpo_rl_rft" / "summary.json").read_text())
     sampling = rft["sampling"]
     assert sampling["rollouts"] > 0 and sampling["kept"] + sum(sampling["dropped"].values()) == sampling["rollouts"]
-    assert rft["budget_flops"] == pytest.approx(rl["train_flops"])
+    assert rft["budget_flops"] == pytest.approx(rl["train_flops"] + rl["rl_questions"]["flops"])
     if sampling["kept"]:
         assert rft["steps"] >= 1 and {"rejection sampling", "RL (IGPO) vs rejection sampling"} <= set(
             rl["rft_comparisons"]
