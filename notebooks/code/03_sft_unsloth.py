@@ -299,7 +299,7 @@ if export_gguf:
 from venus_utils.sft.stage import summary_figures
 
 summary = stage.finish(
-    **summary_figures(result, train, stage.dir, plateau),
+    **summary_figures(result, train, stage.dir, plateau, processes=num_processes),
     heldout_accuracy_before=before.get("accuracy"),
     heldout_accuracy_after=after.get("accuracy"),
     heldout_n=after.get("n"),

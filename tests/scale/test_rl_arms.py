@@ -439,3 +439,4 @@ def test_a_finished_arm_of_another_sft_model_is_not_reused(tmp_path):
     (sft / "model.safetensors").write_bytes(b"SFT trained again")
     with pytest.raises(ValueError, match="trained from another SFT model"):
         cli.finished_arm(arm, asked, sft)
+    assert cli.finished_arm(arm, asked, tmp_path / "no_sft_model_here")  # nothing here to compare: reused as before

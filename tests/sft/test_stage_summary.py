@@ -40,6 +40,8 @@ def test_the_figures_of_a_training_from_its_result_and_rows(tmp_path):
     assert figures["model_dir"] == str(tmp_path / "model") and figures["adapter_dir"] is None
     assert figures["train_rows"]["rows_kept"] == 2 and figures["train_rows"]["dropped"] == {"too_long": 1}
     assert figures["plateau"] is None
+    # notebook 03 names the processes its launcher ran (they have ended when it writes its summary)
+    assert summary_figures(_result(tmp_path), ExampleSet(rows), tmp_path, None, processes=4)["processes"] == 4
 
 
 def test_a_plateau_run_records_the_curve_it_stopped_on(tmp_path):

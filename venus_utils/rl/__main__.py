@@ -179,7 +179,8 @@ def finished_arm(out: Path, params: dict, sft_dir: Path | None = None) -> bool:
         return False
     done = read_json(path)
     recorded = done.get("sft_model_digest")
-    if sft_dir is not None and recorded and recorded != local_model_digest(sft_dir):
+    current = local_model_digest(sft_dir) if sft_dir is not None else None  # None: no SFT folder here to compare
+    if recorded and current and recorded != current:
         raise ValueError(
             f"{path}: trained from another SFT model than {sft_dir} (its weights differ from the digest the arm "
             "recorded); move that folder away to train the arm from this one"

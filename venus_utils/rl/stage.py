@@ -146,10 +146,11 @@ def resume(
 
 def filter_questions(
     stage: Stage, model, tokenizer, rows: Sequence[dict], tools, judge: Callable, cfg: IGPOConfig, samples: int = 0
-) -> tuple[list[dict], dict[str, int]]:
+) -> tuple[list[dict], dict[str, float]]:
     """``(rows, counts)``: with ``samples`` > 0 (``filter_samples``) the questions the SFT policy does not solve in
     every one of ``samples`` seeded rollouts (:func:`~.rollout.unsolved_questions`: a group it always solves carries
-    no outcome signal), else all of them.  ``counts``: candidates and kept (and, filtered, how often solved)."""
+    no outcome signal), else all of them.  ``counts``: candidates and kept (and, filtered, how often solved and the
+    filter's model FLOPs, ``flops``)."""
     if not samples:
         return list(rows), {"candidates": len(rows), "kept": len(rows)}
     from transformers import set_seed

@@ -14,11 +14,16 @@ from .trainer import SFTResult
 
 
 def summary_figures(
-    result: SFTResult, train_set: ExampleSet, stage_dir: str | Path, plateau: Plateau | None
+    result: SFTResult,
+    train_set: ExampleSet,
+    stage_dir: str | Path,
+    plateau: Plateau | None,
+    processes: int | None = None,
 ) -> dict[str, Any]:
     """The training's figures from ``result`` (:meth:`SFTResult.summary`), the rows it trained on
-    (``train_set.stats()``), the processes it ran on and, where the run trained to its plateau (``plateau``), the
-    checkpoints' validation accuracies it stopped on (:func:`~.plateau.plateau_summary`)."""
+    (``train_set.stats()``), the ``processes`` it ran on (default: this launch's; notebook 03 names the processes its
+    launcher ran, which have ended by then) and, where the run trained to its plateau (``plateau``), the checkpoints'
+    validation accuracies it stopped on (:func:`~.plateau.plateau_summary`)."""
     s = result.summary()
     return dict(
         engine=result.engine,
@@ -33,6 +38,6 @@ def summary_figures(
         model_dir=s["model_dir"],
         adapter_dir=s["adapter_dir"],
         resumed_from=s["resumed_from"],
-        processes=world_size(),
+        processes=processes or world_size(),
         plateau=plateau_summary(stage_dir) if plateau is not None else None,
     )
