@@ -28,6 +28,7 @@ import pandas as pd
 
 from ..core.io import read_json
 from ..core.profiles import load_profile
+from ..core.stage import SUMMARY
 from .heldout import CONTROL, HEADLINE, RFT, SCORED, SEEDS_ROW, arm_pairs, compare_runs
 
 IGPO, GRPO = "RL (IGPO)", "RL (GRPO)"
@@ -127,7 +128,7 @@ def study(runs: Sequence[str | Path], arms: Sequence[str] | None = None) -> dict
     }
 
 
-def untrained_arms(runs: Sequence[str | Path], labels: Sequence[str]) -> list[str]:
+def untrained_arms(runs: Sequence[Path], labels: Sequence[str]) -> list[str]:
     """One line per arm of a run that trained no step and was scored as the SFT model it started from (rejection
     sampling that kept no right answer says so in its ``summary.json``): its row in the study is the SFT model's."""
     lines = []
@@ -135,8 +136,7 @@ def untrained_arms(runs: Sequence[str | Path], labels: Sequence[str]) -> list[st
         for label in labels:
             if label in ("base", "SFT"):
                 continue
-            path = Path(run) / SCORED[label]
-            summary = path.parent / "summary.json"
+            summary = (run / SCORED[label]).parent / SUMMARY
             try:
                 record = read_json(summary) if summary.is_file() else {}
             except (OSError, ValueError):

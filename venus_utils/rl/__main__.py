@@ -43,7 +43,7 @@ import psutil
 from ..core.checkpoints import local_model_digest
 from ..core.distributed import is_main_process, world_size
 from ..core.io import read_json, read_jsonl, write_json
-from ..core.paths import CONTROL_DIR, RFT_DIR, SFT_STAGE, user_path
+from ..core.paths import CONTROL_DIR, RFT_DIR, SFT_STAGE
 from ..core.stage import SUMMARY, Stage, resolve_run_dir
 from ..core.stopping import end_processes
 from ..eval import heldout as ho
@@ -64,6 +64,7 @@ from .stage import (
     heldout_scores,
     resume,
     save_model,
+    sft_model_dir,
     stage_inputs,
     summary_figures,
     train_policy,
@@ -392,8 +393,7 @@ def arms(args: argparse.Namespace) -> dict:
         overrides = [*args.sets, *(f"{k}={'true' if v is True else v}" for k, v in sets.items())]
         out = run / ho.RL_ARMS[label]
         params = stage_params(args.params, STAGE, parse_sets(overrides))[0]
-        sft_dir = user_path(params["sft_model"]).resolve() if params.get("sft_model") else run / SFT_STAGE / "model"
-        if finished_arm(out, params, sft_dir):
+        if finished_arm(out, params, sft_model_dir(run, params.get("sft_model"))):
             print(f"[arms] {label}: finished in {out}, reused", flush=True)
             continue
         jobs.append((label, out, overrides))

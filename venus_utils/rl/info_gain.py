@@ -258,15 +258,13 @@ def _probe_groups(pieces, live: list[int], max_rows: int, vocab: int):
     :data:`PROBE_MASK_BYTES` (:func:`_probe_bytes`, padded as the forward pads them)."""
     group: list[int] = []
     shape = (0, 0, 0)  # the group's longest cache, longest pseudo answer, most boundaries
-
-    def size(rows, width, n_keep, n_points):
-        return _probe_bytes(rows, width, n_keep, n_points, vocab)
-
     for k in live:
         _, points, pseudo, _ = pieces[k]
         mine = (max(points) - 1, max(pseudo.gt_index) + 1, len(points))
         grown = tuple(max(a, b) for a, b in zip(shape, mine))
-        if group and (len(group) >= max(1, max_rows) or size(len(group) + 1, *grown) > PROBE_MASK_BYTES):
+        if group and (
+            len(group) >= max(1, max_rows) or _probe_bytes(len(group) + 1, *grown, vocab) > PROBE_MASK_BYTES
+        ):
             yield group
             group, grown = [], mine
         group.append(k)

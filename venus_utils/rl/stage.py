@@ -65,6 +65,12 @@ class StageInputs(NamedTuple):
     train_file: Path  # the RL questions (:func:`~.questions.rl_question_file`)
 
 
+def sft_model_dir(run_dir: str | Path, sft_model: str | Path | None = None) -> Path:
+    """The SFT model RL starts from: ``sft_model`` (a folder outside the run, resolved as the user wrote it), else the
+    run's own ``03_sft_unsloth/model``."""
+    return user_path(sft_model).resolve() if sft_model else Path(run_dir) / SFT_STAGE / "model"
+
+
 def stage_inputs(
     stage: Stage, offline: bool, train_qa: str | Path | None, sft_model: str | Path | None = None
 ) -> StageInputs:
@@ -75,7 +81,7 @@ def stage_inputs(
     train_file = rl_question_file(train_qa, world_dir)
     if sft_model is None:
         return StageInputs(stage.upstream(SFT_STAGE) / "model", world_dir, train_file)
-    sft_dir = user_path(sft_model).resolve()
+    sft_dir = sft_model_dir(stage.run_dir, sft_model)
     if not (sft_dir / "config.json").is_file():
         raise FileNotFoundError(f"sft_model names {sft_model}, which is not a model folder (no {sft_dir}/config.json)")
     return StageInputs(sft_dir, world_dir, train_file)
@@ -156,9 +162,8 @@ def filter_questions(
     from transformers import set_seed
 
     set_seed(cfg.seed)  # the filter samples: seeded, so every arm of a comparison keeps the same questions
-    counter = FlopCounter(
-        model
-    )  # the filter's rollouts are RL's compute too: the cheaper arms get them (budget_flops)
+    # the filter's rollouts are RL's compute too: the cheaper arms are matched to them (budget_flops)
+    counter = FlopCounter(model)
     try:
         with stage.timed("filter"):
             kept, counts = unsolved_questions(
