@@ -187,7 +187,8 @@ def test_the_control_arm_continues_the_stopped_sft_run_for_the_igpo_arms_flops(m
     assert igpo["train_flops"] > 0 and control["budget_flops"] == igpo["train_flops"]
     assert control["start_step"] == 3 and control["steps"] >= 1
     assert control["continued_from"] == "03_sft_unsloth/checkpoints/checkpoint-3"
-    # the FLOPs it counted match the budget to within one step's worth
+    # the FLOPs it counted are the plan's (each step costed on the batches it reads), within one step of the budget
+    assert control["train_flops"] == pytest.approx(control["planned_flops"], rel=1e-9)
     assert abs(control["train_flops"] - control["budget_flops"]) <= control["step_flops_estimate"] * 1.2
     history = json.loads((run / "04_igpo_rl_control" / "train_history.json").read_text())
     rates = [h["learning_rate"] for h in history if h.get("step", 0) > 3 and "learning_rate" in h]
@@ -378,7 +379,7 @@ def test_the_rejection_sampling_arm_samples_filters_and_fine_tunes_for_the_budge
     from venus_utils.rl.rejection import SAMPLES_FILE, SAMPLING_FILE, train_rft_arm
     from venus_utils.run.cli import stage_params
     from venus_utils.sft.config import SFTConfig
-    from venus_utils.sft.continuation import step_flops
+    from venus_utils.sft.continuation import planned_steps, step_flops
 
     run = tmp_path / "run"
     shutil.copytree(micro_run, run, symlinks=True)
@@ -402,11 +403,14 @@ def test_the_rejection_sampling_arm_samples_filters_and_fine_tunes_for_the_budge
     sft_cfg = SFTConfig.from_params({k: v["value"] for k, v in sft_settings.items()}, engine="trl")
     from transformers import AutoConfig
 
-    per_step = step_flops(kept, sft_cfg, AutoConfig.from_pretrained(run / "00_setup" / "tiny_model"))
+    config = AutoConfig.from_pretrained(run / "00_setup" / "tiny_model")
+    per_step = step_flops(kept, sft_cfg, config)
     budget = record["sampling_flops"] + 8 * per_step  # several steps: the match is tested to 15%
+    steps, planned = planned_steps(kept, sft_cfg, config, 3, 8 * per_step)
     summary = train_rft_arm(run, budget, cfg, **kw)
-    assert summary["steps"] == 8 and summary["start_step"] == 3
+    assert summary["steps"] == steps == 8 and summary["start_step"] == 3
     assert summary["sampling_flops"] == record["sampling_flops"] > 0 and summary["finetune_flops"] > 0
+    assert summary["finetune_flops"] == pytest.approx(planned, rel=1e-9)  # the steps the plan costed, counted
     assert summary["train_flops"] == summary["sampling_flops"] + summary["finetune_flops"]
     assert abs(summary["train_flops"] / budget - 1) <= 0.15, summary
     history = json.loads((arm / "train_history.json").read_text())

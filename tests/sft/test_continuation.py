@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -12,7 +13,9 @@ from venus_utils.sft.config import SFTConfig
 from venus_utils.sft.continuation import (
     control_steps,
     lr_factor,
+    planned_steps,
     seed_checkpoints,
+    step_costs,
     step_flops,
     stopped_checkpoint,
 )
@@ -76,3 +79,64 @@ def test_the_control_starts_from_a_copy_of_the_stopped_checkpoint_with_its_own_c
     write_train_clock(copy, 60.0)  # the control trained on
     seed_checkpoints(sft, control)
     assert read_train_clock(copy) == 60.0 and not list((control / "checkpoints").glob(".*partial"))
+
+
+def _varied_rows(n=24):  # rows of many lengths, so that steps differ in cost
+    return [{"length": 40 + 37 * (i * 7 % n), "n_loss": 10 + 3 * (i * 5 % n)} for i in range(n)]
+
+
+def test_the_plan_spends_the_budget_to_within_half_a_step():
+    rows = _varied_rows()
+    cfg = SFTConfig(batching="grouped", global_batch_size=4, micro_batch_size=2, seed=3)
+    costs = list(itertools.islice(step_costs(rows, cfg, _Config, start_step=5), 20))
+    assert len(set(costs)) > 3  # the steps' costs differ: a mean would miss the budget
+    budget = sum(costs[:7]) + 0.4 * costs[7]
+    steps, planned = planned_steps(rows, cfg, _Config, 5, budget)
+    assert steps == 7 and planned == pytest.approx(sum(costs[:7]))
+    steps, planned = planned_steps(rows, cfg, _Config, 5, sum(costs[:7]) + 0.6 * costs[7])
+    assert steps == 8 and abs(planned - budget) <= costs[7] / 2 + 0.2 * costs[7]
+    assert planned_steps(rows, cfg, _Config, 5, costs[0] * 0.1) == (1, costs[0])  # at least one step
+    # an epoch is 6 steps (24 rows / 4): step 5 is epoch 0's last, step 6 epoch 1's first, as the trainer counts them
+    epoch1 = list(itertools.islice(step_costs(rows, cfg, _Config, start_step=6), 6))
+    assert costs[1:7] == epoch1 and sum(epoch1) == pytest.approx(6 * step_flops(rows, cfg, _Config), rel=0.3)
+    with pytest.raises(ValueError, match="more than"):
+        planned_steps(rows, cfg, _Config, 5, 1e30)
+
+
+def test_without_a_known_order_every_step_costs_the_mean():
+    rows = _varied_rows()
+    cfg = SFTConfig(batching="padded", global_batch_size=4, micro_batch_size=2, seed=3)
+    mean = step_flops(rows, cfg, _Config)
+    assert planned_steps(rows, cfg, _Config, 5, 10.4 * mean) == (10, pytest.approx(10 * mean))
+
+
+@pytest.fixture(scope="module")
+def sft_rows(micro_model_dir):
+    from transformers import AutoTokenizer
+
+    from venus_utils.modeling import synthetic_conversations
+    from venus_utils.sft import build_examples
+
+    tok = AutoTokenizer.from_pretrained(micro_model_dir)
+    return build_examples([c["messages"] for c in synthetic_conversations(12, seed=4)], tok, max_length=4096).rows
+
+
+def test_the_plan_costs_the_batches_a_resumed_run_trains_on(micro_model_dir, sft_rows, tmp_path):
+    """Each logged step's counted FLOPs equal the plan's for that step, across epochs, after a resume mid-epoch (the
+    control resumes the stopped SFT run): the plan reads the data in the trainer's order."""
+    from transformers import AutoConfig
+
+    from venus_utils.sft import train_sft
+
+    base = dict(
+        engine="trl", learning_rate=1e-3, global_batch_size=4, micro_batch_size=2, logging_steps=1, save_steps=2,
+        eval_steps=None, max_length=4096, gradient_checkpointing=False, device="cpu", batching="grouped", seed=5,
+        pad_to_multiple_of=1,
+    )  # fmt: skip
+    train_sft(SFTConfig(max_steps=2, **base), micro_model_dir, sft_rows, tmp_path)
+    resumed = train_sft(SFTConfig(max_steps=9, **base), micro_model_dir, sft_rows, tmp_path)  # 3 steps an epoch
+    logged = [h["flops"] for h in resumed.history if h.get("step", 0) > 2 and "flops" in h]
+    config = AutoConfig.from_pretrained(micro_model_dir)
+    planned = list(itertools.islice(step_costs(sft_rows, SFTConfig(**base), config, start_step=2), 7))
+    assert len(logged) == 7 and len(set(planned)) > 2
+    assert logged == pytest.approx(planned, rel=1e-9)

@@ -42,6 +42,13 @@ def round_up(n: int, multiple: int) -> int:
     return -(-n // multiple) * multiple
 
 
+def batch_width(n: int, multiple: int, max_length: int | None = None) -> int:
+    """A batch's width for its longest row of ``n`` tokens (padding-free: its ``n`` tokens in all): ``n`` rounded up
+    to ``multiple``, and never past ``max_length`` because of the rounding (:class:`Collator`)."""
+    wide = round_up(n, multiple)
+    return min(wide, max(n, max_length)) if max_length else wide
+
+
 @dataclass
 class Collator:
     """Turn tokenized samples into a batch for :func:`masked_lm_loss`."""
@@ -61,8 +68,7 @@ class Collator:
 
     def _rounded(self, n: int) -> int:
         """``n`` rounded up to :attr:`pad_to_multiple_of`, and never past ``max_length`` because of the rounding."""
-        wide = round_up(n, self.pad_to_multiple_of)
-        return min(wide, max(n, self.max_length)) if self.max_length else wide
+        return batch_width(n, self.pad_to_multiple_of, self.max_length)
 
     def __call__(self, examples: list[dict[str, Any]]) -> dict[str, Any]:
         import torch

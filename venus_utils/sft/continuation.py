@@ -11,35 +11,39 @@ compute spent on more SFT do as well? :func:`continue_sft` trains that control:
   floor (``min_lr_ratio`` x the peak) over the control's steps, so it ends annealed as a finished SFT run would;
 - for the compute of the RL arm, in model FLOPs (:class:`venus_utils.core.perf.FlopCounter`: 2 per weight per token
   position, x3 with the backward pass, attention scores not counted; the RL arm counts its rollouts, information
-  gain, reference and update the same way): ``steps = RL FLOPs / FLOPs of one SFT step``, one step's FLOPs from the
-  data batched as the trainer batches it (:func:`step_flops`). The control counts its own FLOPs as it trains;
-  ``summary.json`` gives both (their ratio is the match).
+  gain, reference and update the same way): as many steps as come nearest the RL FLOPs, each step costed on the
+  batches the trainer will read there, batched as it batches them (:func:`planned_steps`; with grouped batching the
+  data order is known, so the count lands within half a step of the budget). The control counts its own FLOPs as it
+  trains; ``summary.json`` gives both (their ratio is the match).
 
 No validation loss is computed during the control (its compute is training compute only) and it never stops early.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import random
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..core.checkpoints import FINISHED, TRAINER_STATE, finished_checkpoint, write_train_clock
 from ..core.paths import RESAMPLING_STAGE, SETUP_STAGE, SFT_STAGE
 from ..core.perf import forward_flops_parts
-from .batching import LengthGroupedSampler, round_up
+from .batching import LengthGroupedSampler, batch_width, round_up
 from .config import SFTConfig
 from .data import examples_from_parquet
 from .schedule import lr_factor as cosine
-from .trainer import prepare_engine, train_sft
+from .trainer import batch_split, prepare_engine, train_sft
 
 #: what the control's own checkpoint folder holds beside the copied checkpoint: the stopped run's resume record, so
 #: that the resume guard compares the control's settings with the run it continues
 RESUME_RECORD = "resume_settings.json"
+#: :func:`planned_steps` refuses a budget that buys more optimizer steps than this (a mistyped budget, not a run)
+MAX_PLANNED_STEPS = 10_000_000
 
 
 def stopped_checkpoint(sft_dir: str | Path) -> tuple[Path, int, float]:
@@ -69,48 +73,103 @@ def lr_factor(start_step: int, steps: int, start: float, floor: float) -> Callab
     return factor
 
 
-def step_flops(rows: Sequence[dict[str, Any]], cfg: SFTConfig, config: Any) -> float:
-    """Model FLOPs of one SFT optimizer step (``cfg.global_batch_size`` rows; fewer in an epoch's last step), on
-    average over the optimizer steps of an epoch of ``rows``
-    (each with ``length`` and ``n_loss``) batched as the trainer batches them (``cfg.batching``: the length-grouped
-    sampler's micro-batches, padded to the longest row and rounded up to ``pad_to_multiple_of``): every position
-    through the decoder layers, the output layer on the trained positions only (the loss computes logits there,
-    rounded up the same way), x3 for the backward pass: :class:`~venus_utils.core.perf.FlopCounter`'s rule."""
-    if not rows:
-        raise ValueError("no SFT rows")
+def _micro_batches(lengths: list[int], cfg: SFTConfig, micro: int, epoch: int) -> list[list[int]]:
+    """The rows of each micro-batch of ``epoch``, in the order the trainer reads them: grouped batching's
+    :class:`~.batching.LengthGroupedSampler` is deterministic in (seed, epoch), as the trainer seeds it; any other
+    batching draws transformers' own random order, stood in for by a seeded shuffle (its mean is what counts)."""
+    if cfg.batching == "grouped":
+        sampler = LengthGroupedSampler(lengths, micro, seed=cfg.seed)
+        sampler.set_epoch(epoch)
+        order = list(sampler)
+    else:
+        order = list(range(len(lengths)))
+        random.Random(cfg.seed).shuffle(order)
+    return [order[start : start + micro] for start in range(0, len(order), micro)]
+
+
+def _micro_flops(
+    rows: Sequence[dict[str, Any]], batch: list[int], cfg: SFTConfig, layers: float, head: float
+) -> float:
+    """Model FLOPs of one micro-batch as collated and counted: every position through the decoder layers (padded to
+    the longest row, rounded up to ``pad_to_multiple_of`` as :class:`~.batching.Collator` rounds it), the output layer
+    on the trained positions only (rounded up the same way, as ``masked_lm_loss`` runs it), x3 for the backward pass:
+    :class:`~venus_utils.core.perf.FlopCounter`'s rule."""
+    lengths = [int(rows[i]["length"]) for i in batch]
+    if cfg.batching == "padding_free":
+        positions = batch_width(sum(lengths), cfg.pad_to_multiple_of, cfg.max_length)
+    elif cfg.batching == "max_length":
+        positions = cfg.max_length * len(lengths)
+    else:
+        positions = batch_width(max(lengths), cfg.pad_to_multiple_of, cfg.max_length) * len(lengths)
+    trained = round_up(sum(int(rows[i]["n_loss"]) for i in batch), cfg.pad_to_multiple_of)
+    return 3.0 * (layers * positions + head * trained)
+
+
+def _epoch_steps(rows: Sequence[dict[str, Any]], cfg: SFTConfig, config: Any, epoch: int) -> list[float]:
+    """FLOPs of each optimizer step of ``epoch``: ``accumulation`` micro-batches each, the epoch's last step the
+    micro-batches left (as the trainer steps)."""
     layer, head = forward_flops_parts(config)
     layers = config.num_hidden_layers * layer
-    lengths = [int(r["length"]) for r in rows]
-    micro = max(1, cfg.micro_batch_size)
-    if cfg.batching == "grouped":
-        order = list(LengthGroupedSampler(lengths, micro, seed=cfg.seed))
-    else:
-        order = list(range(len(rows)))
-        random.Random(cfg.seed).shuffle(order)
-    positions = trained = 0
-    for start in range(0, len(order), micro):
-        batch = [lengths[i] for i in order[start : start + micro]]
-        if cfg.batching == "padding_free":
-            positions += round_up(sum(batch), cfg.pad_to_multiple_of)
-        elif cfg.batching == "max_length":
-            positions += cfg.max_length * len(batch)
-        else:
-            positions += round_up(max(batch), cfg.pad_to_multiple_of) * len(batch)
-        # the output layer's rows: the batch's trained positions, rounded up as masked_lm_loss rounds them
-        trained += round_up(sum(int(rows[i]["n_loss"]) for i in order[start : start + micro]), cfg.pad_to_multiple_of)
-    # one epoch's FLOPs over the optimizer steps it makes: the last step of an epoch takes the micro-batches left,
-    # so a set smaller than a step (a few kept samples of rejection sampling) trains on all of it at every step
-    per_step = -(-len(order) // micro)  # micro-batches in an epoch
-    accumulation = max(1, cfg.global_batch_size // micro)
-    steps = -(-per_step // accumulation)
-    return 3.0 * (layers * positions + head * trained) / steps
+    micro, accumulation = batch_split(cfg, 1)
+    flops = [
+        _micro_flops(rows, b, cfg, layers, head)
+        for b in _micro_batches([r["length"] for r in rows], cfg, micro, epoch)
+    ]
+    return [sum(flops[s : s + accumulation]) for s in range(0, len(flops), accumulation)]
+
+
+def step_flops(rows: Sequence[dict[str, Any]], cfg: SFTConfig, config: Any) -> float:
+    """Model FLOPs of one SFT optimizer step (``cfg.global_batch_size`` rows; fewer in an epoch's last step), on
+    average over the optimizer steps of an epoch of ``rows`` (each with ``length`` and ``n_loss``) batched as the
+    trainer batches them (:func:`_micro_flops`). A set smaller than a step (a few kept samples of rejection sampling)
+    trains on all of it at every step."""
+    if not rows:
+        raise ValueError("no SFT rows")
+    steps = _epoch_steps(rows, cfg, config, 0)
+    return sum(steps) / len(steps)
 
 
 def control_steps(budget_flops: float, per_step: float) -> int:
-    """Optimizer steps of the control: the RL arm's FLOPs over one SFT step's (at least 1)."""
+    """Optimizer steps of ``per_step`` FLOPs each that ``budget_flops`` buys (at least 1)."""
     if not budget_flops or budget_flops <= 0 or not math.isfinite(budget_flops):
         raise ValueError(f"the RL arm's FLOPs must be a positive number to match, got {budget_flops!r}")
     return max(1, round(budget_flops / per_step))
+
+
+def step_costs(rows: Sequence[dict[str, Any]], cfg: SFTConfig, config: Any, start_step: int) -> Iterator[float]:
+    """Model FLOPs of each optimizer step from ``start_step`` on (endless). With grouped batching, of the very batches
+    the trainer reads there: its sampler's order is deterministic in (seed, epoch), an epoch has a fixed number of
+    steps, and a resumed run skips the steps of its epoch it has seen. With other batching the order is transformers'
+    own, so every step costs an epoch's mean (:func:`step_flops`)."""
+    if not rows:
+        raise ValueError("no SFT rows")
+    epoch, costs = 0, _epoch_steps(rows, cfg, config, 0)
+    if cfg.batching != "grouped":
+        yield from itertools.repeat(sum(costs) / len(costs))
+    step = start_step
+    while True:
+        at, k = divmod(step, len(costs))
+        if at != epoch:
+            epoch, costs = at, _epoch_steps(rows, cfg, config, at)
+        yield costs[k]
+        step += 1
+
+
+def planned_steps(
+    rows: Sequence[dict[str, Any]], cfg: SFTConfig, config: Any, start_step: int, budget_flops: float
+) -> tuple[int, float]:
+    """``(steps, their FLOPs)``: how many optimizer steps after ``start_step`` spend ``budget_flops``, the count whose
+    FLOPs (:func:`step_costs`) come nearest, at least one. With grouped batching the arm's counted FLOPs then land
+    within half a step of the budget."""
+    estimate = control_steps(budget_flops, step_flops(rows, cfg, config))  # refuses a budget that is not a number
+    if estimate > MAX_PLANNED_STEPS:
+        raise ValueError(f"{budget_flops:.3g} FLOPs buy ~{estimate:,} SFT steps: more than {MAX_PLANNED_STEPS:,}")
+    spent, steps = 0.0, 0
+    for cost in step_costs(rows, cfg, config, start_step):
+        if steps and spent + cost / 2 > budget_flops:  # the next step would overshoot by more than it falls short
+            break
+        spent, steps = spent + cost, steps + 1
+    return steps, spent
 
 
 def seed_checkpoints(sft_dir: str | Path, out_dir: str | Path, record: bool = True) -> tuple[int, float]:
@@ -152,15 +211,16 @@ def continue_sft(
     engine = prepare_engine(params["engine"])  # Unsloth before transformers' models
     model_path = params["base_model"] or (stage.upstream(SETUP_STAGE) / "tiny_model")
     cfg = SFTConfig.from_params(params, engine=engine)
-    per_step = step_flops(rows, cfg, AutoConfig.from_pretrained(str(model_path)))
+    model_config = AutoConfig.from_pretrained(str(model_path))
+    per_step = step_flops(rows, cfg, model_config)
     left = budget_flops - spent
     if left <= 0:
         raise ValueError(
             f"[{name}] {spent:.3g} of the RL arm's {budget_flops:.3g} FLOPs already spent: nothing is left for SFT "
             f"(one step: {per_step:.3g})"
         )
-    steps = control_steps(left, per_step)  # at least one step
     start_step, start_rate = seed_checkpoints(stage.upstream(SFT_STAGE), stage.dir, record=same_data)
+    steps, planned = planned_steps(rows, cfg, model_config, start_step, left)  # at least one step
     floor = cfg.min_lr_ratio if cfg.schedule_by_time else 0.0
     start = start_rate / cfg.learning_rate
     # the limits of the continuation: a step budget, no early stop, every step logged (its FLOPs exactly)
@@ -168,7 +228,8 @@ def continue_sft(
     cfg = SFTConfig.from_params(params, engine=engine, resume=True, **limits)
     print(
         f"[{name}] SFT on {len(rows)} rows from step {start_step} (learning rate {start_rate:.3g}, {start:.0%} of the "
-        f"peak): {steps} steps of ~{per_step:.3g} FLOPs for the RL arm's {budget_flops:.3g} (spent {spent:.3g}), "
+        f"peak): {steps} steps, {planned:.3g} FLOPs (~{per_step:.3g} a step) for the RL arm's {budget_flops:.3g} "
+        f"(spent {spent:.3g}), "
         f"cosine to {floor:.0%}",
         flush=True,
     )
@@ -198,6 +259,7 @@ def continue_sft(
         train_flops=counted or None,
         flops_vs_budget=round(counted / budget_flops, 3) if counted else None,
         step_flops_estimate=per_step,
+        planned_flops=spent + planned,
         learning_rate_start=start_rate,
         learning_rate_floor=floor * cfg.learning_rate,
         loss_first=losses[0] if losses else None,
