@@ -55,6 +55,8 @@ control_arm = False  # True: after RL, the control: more SFT from the same SFT m
 # scored beside it (section 9: RL vs more SFT)
 rft_arm = False  # True: after RL, rejection sampling: the SFT model samples RL's questions, is fine-tuned on its right
 # answers for this RL run's FLOPs (sampling included), scored beside it (section 10: RL vs rejection sampling)
+rft_rollouts = "trained"  # rejection sampling draws as many rollouts as RL trained on (trained) or as it rolled out,
+# dynamic sampling's refills included (rolled_out: the stronger baseline)
 example_questions = 4  # worked example: RL questions rolled out (n times each); the most instructive group is shown
 example_rollout = None  # optional: a DR-Venus rollout of the shared data (e.g. "rl_rollouts/0001.json") whose IG the
 # policy scores too; with the tiny offline model its values mean little (a web rollout of an unseen world)
@@ -461,7 +463,7 @@ else:
 # %% cell 62
 rft_comparisons = {}
 if rft_arm and heldout is not None:
-    from venus_utils.rl.rejection import train_rft_arm
+    from venus_utils.rl.rejection import rft_groups, train_rft_arm
     from venus_utils.rl.stage import budget_flops
 
     rft = train_rft_arm(
@@ -474,7 +476,7 @@ if rft_arm and heldout is not None:
         heldout_qa=heldout_qa,
         heldout_n=heldout_n,
         heldout_split=heldout_split,
-        rl_steps=trainer.state.global_step,
+        rl_groups=rft_groups(trainer.state.log_history, cfg, rft_rollouts),  # as many as RL trained on, or rolled out
         device=device,
         judge=grader,
         tools=tools,

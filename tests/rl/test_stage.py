@@ -137,3 +137,31 @@ def test_the_question_filters_rollouts_count_in_the_budget_of_the_cheaper_arms(t
     assert budget_flops(history, counts) == 3e9 + counts["flops"]
     assert budget_flops(history, {"candidates": 2, "kept": 2}) == budget_flops(history) == 3e9  # no filter
     assert budget_flops([], counts) is None  # no training counted: nothing to match
+
+
+def test_rejection_sampling_samples_what_rl_trained_on_or_rolled_out():
+    """``rft_rollouts``: ``trained`` samples the IGPO arm's steps x prompts_per_step questions; ``rolled_out`` as many
+    as dynamic sampling rolled out (here 2 and 3 rounds: 8 + 12 groups for 4 + 4 trained), read as a ratio of the
+    logged means, so a logging window or a process count does not change it; the pool is drawn again when it runs
+    out."""
+    from venus_utils.rl.rejection import rft_groups, rft_questions
+
+    cfg = IGPOConfig(max_steps=40, prompts_per_step=4)
+    log = [
+        {"step": 1, "loss": 0.1, "groups_sampled": 8.0, "groups_dropped": 4.0},
+        {"step": 2, "loss": 0.1, "groups_sampled": 12.0, "groups_dropped": 8.0},
+        {"step": 2, "train_runtime": 9.0},
+    ]
+    assert rft_groups(log, cfg) == rft_groups(log, cfg, "trained") == 8
+    assert rft_groups(log, cfg, "rolled_out") == 20
+    windowed = [
+        {"step": 2, "loss": 0.1, "groups_sampled": 10.0, "groups_dropped": 6.0}
+    ]  # the same two steps, averaged
+    assert rft_groups(windowed, cfg, "rolled_out") == 20
+    assert rft_groups([], cfg, "rolled_out") == 160  # no log: max_steps x prompts_per_step
+    with pytest.raises(ValueError, match="rft_rollouts='all'"):
+        rft_groups(log, cfg, "all")
+    pool = [{"id": str(i)} for i in range(15)]
+    drawn = rft_questions(pool, cfg, seed=3, groups=20)
+    assert len(drawn) == 20 and {q["id"] for q in drawn} == {q["id"] for q in pool}
+    assert rft_questions(pool, cfg, seed=3, groups=8) == drawn[:8]  # the same draw, cut shorter

@@ -444,3 +444,26 @@ def test_a_finished_arm_of_another_sft_model_is_not_reused(tmp_path):
     with pytest.raises(ValueError, match="trained from another SFT model"):
         cli.finished_arm(arm, asked, sft)
     assert cli.finished_arm(arm, asked, tmp_path / "no_sft_model_here")  # nothing here to compare: reused as before
+
+
+def test_rl_arms_rejection_sampling_samples_as_the_profile_says(tmp_path, monkeypatch):
+    """``rl arms --arms ...,rft`` reads the IGPO arm's ``metrics.jsonl``: ``rft_rollouts=trained`` (the default)
+    samples its steps x prompts_per_step groups, ``rolled_out`` as many as dynamic sampling rolled out; the budget is
+    the IGPO arm's counted FLOPs."""
+    import argparse
+
+    from venus_utils.core.io import write_json, write_jsonl
+    from venus_utils.eval import heldout as ho
+    from venus_utils.rl import __main__ as cli
+
+    folder = tmp_path / ho.RL_ARMS["IGPO"]
+    folder.mkdir()
+    write_json(folder / "summary.json", {"steps": 2, "reward_mode": "igpo"})
+    steps = [{"step": s, "loss": 0.1, "flops": 5e9, "groups_sampled": 6.0, "groups_dropped": 4.0} for s in (1, 2)]
+    write_jsonl(folder / "metrics.jsonl", steps)
+    seen = []
+    monkeypatch.setattr(cli, "train_rft_arm", lambda run, budget, cfg, **kw: seen.append((budget, kw["rl_groups"])))
+    for sets, groups in (([], 2 * 2), (["rft_rollouts=rolled_out"], 2 * 6)):  # smoke: 2 prompts per step
+        args = argparse.Namespace(params=str(REPO_ROOT / "params" / "smoke.yaml"), sets=["max_steps=2", *sets])
+        cli.rft(args, tmp_path)
+        assert seen[-1] == (1e10, groups)

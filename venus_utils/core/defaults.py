@@ -223,6 +223,9 @@ STAGE_DEFAULTS: dict[str, tuple[str | Param, ...]] = {
         P("rft_arm", False, "True: after RL, rejection sampling: the SFT model samples RL's questions, is "
                             "fine-tuned on its right answers for this RL run's FLOPs (sampling included), scored "
                             "beside it (section 10: RL vs rejection sampling)"),
+        P("rft_rollouts", "trained", "rejection sampling draws as many rollouts as RL trained on (trained) or as it "
+                                     "rolled out, dynamic sampling's refills included (rolled_out: the stronger "
+                                     "baseline)"),
         P("example_questions", 4, "worked example: RL questions rolled out (n times each); the most instructive "
                                   "group is shown"),
         P("example_rollout", None, "optional: a DR-Venus rollout of the shared data (e.g. \"rl_rollouts/0001.json\") "

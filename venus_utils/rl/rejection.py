@@ -6,11 +6,12 @@ matches came from training on the model's own right answers, not from the policy
 builds it from the same stopped (plateau) SFT checkpoint the RL arms and the control start from:
 
 1. **Sampling** (:func:`sample_right`): the SFT model rolls out the RL arm's questions with the RL arm's rollout
-   settings (temperature, top-p, turns, tokens per turn) and tools, as many rollouts as the IGPO arm trains on
-   (``max_steps x prompts_per_step x num_generations``: the first ``max_steps x prompts_per_step`` questions of the RL
-   pool, drawn by the run's seed, ``num_generations`` each; with dynamic sampling IGPO rolls out up to
-   ``max_sampling_rounds`` times as many, all in the FLOPs this arm is matched to, so this arm then samples less and
-   trains longer on what it keeps). The run's judge (RL's reward) scores each answer.
+   settings (temperature, top-p, turns, tokens per turn) and tools, ``num_generations`` rollouts of each of the first
+   questions of the RL pool drawn by the run's seed: as many as the IGPO arm trained on (``rft_rollouts: trained``, its
+   steps x ``prompts_per_step`` questions; with dynamic sampling IGPO rolls out up to ``max_sampling_rounds`` times
+   as many, all in the FLOPs this arm is matched to, so this arm then samples less and trains longer on what it
+   keeps) or as many as it rolled out (``rolled_out``, :func:`rft_groups`). The run's judge (RL's reward) scores
+   each answer.
 2. **Filtering**: a right trajectory is kept, trained on exactly the tokens it sampled (the tool output and the
    prompts masked, as SFT and RL mask them); wrong, unjudged (the judge failed), duplicate (the same tokens as a kept
    sample of the same question) and too long (over SFT's ``max_length``) ones are counted under their reason.
@@ -47,12 +48,12 @@ from ..judging.judge import Judge, judge_function, judged_score
 from ..sft.continuation import continue_sft
 from ..sft.data import IGNORE
 from ..tools import make_toolbox
-from .config import IGPOConfig
+from .config import RFT_ROLLOUTS, IGPOConfig
 from .control import sft_settings
 from .policy import load_policy
 from .rewards import Episode
 from .rollout import make_agent_rollout
-from .stage import heldout_eval, heldout_scores, stage_inputs
+from .stage import heldout_eval, heldout_scores, logged_values, stage_inputs
 from .training_rows import qa_rows
 
 SAMPLES_FILE = "rft_samples.jsonl"  # one line per kept trajectory: question id, input_ids, labels
@@ -60,10 +61,28 @@ SAMPLING_FILE = "sampling.json"  # the sampling's counts, FLOPs and settings
 DROP_REASONS = ("wrong", "unjudged", "duplicate", "too_long")
 
 
-def rft_questions(rows: Sequence[dict], cfg: IGPOConfig, seed: int, steps: int | None = None) -> list[dict]:
-    """The questions the RFT arm samples: as many as the IGPO arm's steps took (``steps``, default ``max_steps``, x
-    ``prompts_per_step``), drawn from the RL pool by ``seed`` (the pool again, reshuffled, when it is smaller)."""
-    need = (steps if steps is not None else cfg.max_steps) * cfg.prompts_per_step
+def rft_groups(history: Sequence[dict], cfg: IGPOConfig, rollouts: str = "trained") -> int:
+    """Groups of ``num_generations`` rollouts the arm samples, read from the IGPO arm's log (a trainer's
+    ``state.log_history`` or ``metrics.jsonl``'s rows): its steps x ``prompts_per_step`` (``trained``), or that many
+    times the steps' ratio of groups rolled out to groups trained (``rolled_out``: ``groups_sampled`` over
+    ``groups_sampled - groups_dropped``, a ratio of the logged means, whatever the logging window or processes).
+    Without a log, ``max_steps`` x ``prompts_per_step``."""
+    if rollouts not in RFT_ROLLOUTS:
+        raise ValueError(f"rft_rollouts={rollouts!r}: expected one of {RFT_ROLLOUTS}")
+    steps = max((int(r["step"]) for r in history if r.get("step") is not None and "loss" in r), default=0)
+    trained = (steps or cfg.max_steps) * cfg.prompts_per_step
+    sampled, dropped = logged_values(history, "groups_sampled"), logged_values(history, "groups_dropped")
+    if rollouts == "trained" or not sampled or len(sampled) != len(dropped):
+        return trained
+    kept = sum(sampled) - sum(dropped)
+    return round(trained * sum(sampled) / kept) if kept > 0 else trained
+
+
+def rft_questions(rows: Sequence[dict], cfg: IGPOConfig, seed: int, groups: int | None = None) -> list[dict]:
+    """The questions the RFT arm samples, ``num_generations`` times each: ``groups`` of them (:func:`rft_groups`;
+    default ``max_steps`` x ``prompts_per_step``, as many as the IGPO arm's steps take), drawn from the RL pool by
+    ``seed`` (the pool again, reshuffled, when it is smaller)."""
+    need = groups if groups is not None else cfg.max_steps * cfg.prompts_per_step
     rng, out = random.Random(f"{seed}-rft"), []
     while len(out) < need:
         pool = list(rows)
@@ -213,7 +232,7 @@ def train_rft_arm(
     heldout_qa: str | Path | None = None,
     heldout_n: int | None = None,
     heldout_split: str = "test",
-    rl_steps: int | None = None,
+    rl_groups: int | None = None,
     device: str = "cpu",
     judge: Any = None,
     tools: Any = None,
@@ -225,10 +244,10 @@ def train_rft_arm(
     FLOPs, the sampling included), score on the run's held-out questions (``heldout_n`` of ``heldout_qa`` or the
     world's ``heldout_split``) as the RL arms are, and return its ``summary.json``. ``cfg``: the RL arms' config (their
     rollout settings, step budget and seed), ``train_qa`` / ``train_questions`` their question pool; the fine-tuning
-    uses the settings the SFT stage ran with (its ``summary.json``); ``rl_steps``: the steps the IGPO arm trained
-    (default ``cfg.max_steps``: a time budget may have ended it sooner); ``judge`` and ``tools`` default to the
-    configured judge and the run's offline tools. When no sample is right the arm is the SFT model: it says so, and
-    its held-out answers are the SFT model's.
+    uses the settings the SFT stage ran with (its ``summary.json``); ``rl_groups``: the groups of rollouts to sample
+    (:func:`rft_groups` of the IGPO arm's log; default ``cfg.max_steps`` x ``prompts_per_step``); ``judge`` and
+    ``tools`` default to the configured judge and the run's offline tools. When no sample is right the arm is the SFT
+    model: it says so, and its held-out answers are the SFT model's.
 
     The IGPO arm's budget counts the rollouts it generated on its training weights; generated by vLLM
     (``use_vllm``) they are not counted (:class:`~venus_utils.rl.igpo_trainer.IGPOTrainer`), and neither is this
@@ -244,7 +263,7 @@ def train_rft_arm(
         tools = make_toolbox("local", world_dir) if offline else make_toolbox("web")
     grader = judge if judge is not None else Judge.from_env()
     judge_fn, described = judge_function(grader)
-    questions = rft_questions(qa_rows(train_file, train_questions, cfg.seed), cfg, cfg.seed, rl_steps)
+    questions = rft_questions(qa_rows(train_file, train_questions, cfg.seed), cfg, cfg.seed, rl_groups)
     settings = {
         "sft_model": str(Path(sft_dir).resolve().relative_to(Path(run_dir).resolve())),
         "sft_model_digest": model_digest(sft_dir),  # a retrained SFT model at the same path samples again

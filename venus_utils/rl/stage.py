@@ -281,7 +281,7 @@ def heldout_scores(
         )
 
 
-def _logged(log: Sequence[dict], key: str) -> list[float]:
+def logged_values(log: Sequence[dict], key: str) -> list[float]:
     """The finite values of ``key`` in a trainer's log history, in order."""
     return [float(r[key]) for r in log if r.get(key) is not None and not math.isnan(float(r[key]))]
 
@@ -319,10 +319,14 @@ def summary_figures(
     processes, config) and the held-out ``comparison`` of :func:`venus_utils.eval.heldout.compare` ({} without
     held-out questions: its figures are None)."""
     log = trainer.state.log_history
-    losses, rewards, penalties = _logged(log, "loss"), _logged(log, "reward"), _logged(log, "penalty_rate")
-    ig, signal = _logged(log, "ig_mean"), _logged(log, "groups_with_signal")
-    identical, entropy = _logged(log, "groups_identical"), _logged(log, "entropy")
-    sampled, sampled_signal = _logged(log, "groups_sampled"), _logged(log, "sampled_groups_with_signal")
+    losses, rewards, penalties = (
+        logged_values(log, "loss"),
+        logged_values(log, "reward"),
+        logged_values(log, "penalty_rate"),
+    )
+    ig, signal = logged_values(log, "ig_mean"), logged_values(log, "groups_with_signal")
+    identical, entropy = logged_values(log, "groups_identical"), logged_values(log, "entropy")
+    sampled, sampled_signal = logged_values(log, "groups_sampled"), logged_values(log, "sampled_groups_with_signal")
     phases = run_report.phase_table(pd.DataFrame(log))
     return dict(
         steps=int(trainer.state.global_step),

@@ -60,7 +60,7 @@ from ..data.resample import ResamplePolicy
 from ..demo import runs
 from ..judging import judge
 from ..modeling import model, tokenizer
-from ..rl.config import IGPOConfig
+from ..rl.config import RFT_ROLLOUTS, IGPOConfig
 from ..sft.config import SFTConfig
 from ..world import graph
 from ..world.build import WorldConfig
@@ -151,6 +151,7 @@ PARAMETERS: dict[str, dict[str, Setting]] = {
         "sft_model": _PATH,
         "control_arm": _FLAG,
         "rft_arm": _FLAG,
+        "rft_rollouts": Setting(str, choices=RFT_ROLLOUTS),
         "example_questions": _AT_LEAST_ONE,
         "example_rollout": Setting(str | None),
         "example_max_tokens": _AT_LEAST_ONE,
