@@ -60,3 +60,14 @@ def test_gradient_checkpointing_does_not_change_the_counted_flops(reentrant):
     plain, checkpointed = counted(False), counted(True)
     assert checkpointed == plain
     assert plain[0] == 6 * plain[1]  # two training forwards at 3x each, one inference forward at 1x
+
+    # one counter over a run that turns checkpointing on after training without it: the same count (a training
+    # forward without checkpointing owes no recomputation, so a reentrant one later is charged in full)
+    torch.manual_seed(0)
+    model = Qwen2ForCausalLM(cfg).train()
+    counter = FlopCounter(model)
+    model(input_ids=x, labels=x).loss.backward()
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": reentrant})
+    model(input_ids=x, labels=x).loss.backward()
+    counter.close()
+    assert counter.flops == plain[0]

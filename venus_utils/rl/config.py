@@ -29,10 +29,10 @@ REWARD_MODES = ("igpo", "grpo")
 NORM_MODES = ("joint", "separate", "scaled_separate", "raw_ig")
 #: over which turns a group's information gains are z-scored: all of them (DR-Venus) or those of the same tool
 IG_NORMS = ("group", "tool")
-#: how many rollouts rejection sampling (:mod:`.rejection`) samples (the ``rft_rollouts`` parameter): ``trained``, as many as the IGPO arm trained
-#: on (its steps x ``prompts_per_step`` groups); ``rolled_out``, as many as it rolled out, the groups dynamic sampling
-#: dropped and refilled included (the stronger baseline: the same sampling, then fine-tuning instead of the policy
-#: gradient)
+#: how many rollouts rejection sampling (:mod:`.rejection`) draws, the ``rft_rollouts`` parameter: ``trained``, as
+#: many as the IGPO arm trained on (its steps x ``prompts_per_step`` groups); ``rolled_out``, as many as it rolled out,
+#: the groups dynamic sampling dropped and refilled included (the stronger baseline: the same sampling, then
+#: fine-tuning instead of the policy gradient)
 RFT_ROLLOUTS = ("trained", "rolled_out")
 #: colocate: TRL's vLLM engine inside each training process | server: a separate OpenAI-compatible vLLM server
 VLLM_MODES = ("colocate", "server")
