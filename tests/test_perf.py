@@ -61,13 +61,29 @@ def test_gradient_checkpointing_does_not_change_the_counted_flops(reentrant):
     assert checkpointed == plain
     assert plain[0] == 6 * plain[1]  # two training forwards at 3x each, one inference forward at 1x
 
-    # one counter over a run that turns checkpointing on after training without it: the same count (a training
-    # forward without checkpointing owes no recomputation, so a reentrant one later is charged in full)
+    # one counter over a run that turns checkpointing on after training without it, settled after each step as the
+    # trainers settle it: the same count (a reentrant recomputation later is charged in full)
     torch.manual_seed(0)
     model = Qwen2ForCausalLM(cfg).train()
     counter = FlopCounter(model)
     model(input_ids=x, labels=x).loss.backward()
+    counter.settle()
     model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": reentrant})
     model(input_ids=x, labels=x).loss.backward()
+    counter.settle()
+    counter.close()
+    assert counter.flops == plain[0]
+
+    # torch's checkpoint_wrapper (FSDP's activation checkpointing) leaves transformers' flag off: the same count
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointImpl, checkpoint_wrapper
+
+    torch.manual_seed(0)
+    model = Qwen2ForCausalLM(cfg).train()
+    counter = FlopCounter(model)
+    impl = CheckpointImpl.REENTRANT if reentrant else CheckpointImpl.NO_REENTRANT
+    model.model.layers = torch.nn.ModuleList(checkpoint_wrapper(m, checkpoint_impl=impl) for m in model.model.layers)
+    for _ in range(2):
+        model(input_ids=x, labels=x).loss.backward()
+        counter.settle()
     counter.close()
     assert counter.flops == plain[0]

@@ -463,7 +463,7 @@ else:
 # %% cell 62
 rft_comparisons = {}
 if rft_arm and heldout is not None:
-    from venus_utils.rl.rejection import rft_groups, train_rft_arm
+    from venus_utils.rl.rejection import train_rft_arm
     from venus_utils.rl.stage import budget_flops
 
     rft = train_rft_arm(
@@ -476,7 +476,8 @@ if rft_arm and heldout is not None:
         heldout_qa=heldout_qa,
         heldout_n=heldout_n,
         heldout_split=heldout_split,
-        rl_groups=rft_groups(trainer.state.log_history, cfg, rft_rollouts),  # as many as RL trained on, or rolled out
+        rl_log=trainer.state.log_history,  # how many rollouts RL trained on (rollouts="trained") or rolled out
+        rollouts=rft_rollouts,
         device=device,
         judge=grader,
         tools=tools,

@@ -462,7 +462,12 @@ def test_rl_arms_rejection_sampling_samples_as_the_profile_says(tmp_path, monkey
     steps = [{"step": s, "loss": 0.1, "flops": 5e9, "groups_sampled": 6.0, "groups_dropped": 4.0} for s in (1, 2)]
     write_jsonl(folder / "metrics.jsonl", steps)
     seen = []
-    monkeypatch.setattr(cli, "train_rft_arm", lambda run, budget, cfg, **kw: seen.append((budget, kw["rl_groups"])))
+    from venus_utils.rl.rejection import rft_groups
+
+    def sampled(run, budget, cfg, **kw):
+        seen.append((budget, rft_groups(kw["rl_log"], cfg, kw["rollouts"])))
+
+    monkeypatch.setattr(cli, "train_rft_arm", sampled)
     for sets, groups in (([], 2 * 2), (["rft_rollouts=rolled_out"], 2 * 6)):  # smoke: 2 prompts per step
         args = argparse.Namespace(params=str(REPO_ROOT / "params" / "smoke.yaml"), sets=["max_steps=2", *sets])
         cli.rft(args, tmp_path)

@@ -110,33 +110,30 @@ def test_without_a_known_order_every_step_costs_the_mean():
     assert planned_steps(rows, cfg, _Config, 5, 10.4 * mean) == (10, pytest.approx(10 * mean))
 
 
-@pytest.fixture(scope="module")
-def sft_rows(micro_model_dir):
-    from transformers import AutoTokenizer
-
-    from venus_utils.modeling import synthetic_conversations
-    from venus_utils.sft import build_examples
-
-    tok = AutoTokenizer.from_pretrained(micro_model_dir)
-    return build_examples([c["messages"] for c in synthetic_conversations(12, seed=4)], tok, max_length=4096).rows
-
-
-def test_the_plan_costs_the_batches_a_resumed_run_trains_on(micro_model_dir, sft_rows, tmp_path):
+@pytest.mark.parametrize(
+    "n_rows, batch, pad",
+    [(12, 4, 1), (13, 6, 8)],  # whole steps; then a short last step and a lone row in its micro-batch, widths rounded
+)
+def test_the_plan_costs_the_batches_a_resumed_run_trains_on(micro_model_dir, tmp_path, n_rows, batch, pad):
     """Each logged step's counted FLOPs equal the plan's for that step, across epochs, after a resume mid-epoch (the
     control resumes the stopped SFT run): the plan reads the data in the trainer's order."""
-    from transformers import AutoConfig
+    from transformers import AutoConfig, AutoTokenizer
 
-    from venus_utils.sft import train_sft
+    from venus_utils.modeling import synthetic_conversations
+    from venus_utils.sft import build_examples, train_sft
 
+    tok = AutoTokenizer.from_pretrained(micro_model_dir)
+    conversations = [c["messages"] for c in synthetic_conversations(n_rows, seed=4)]
+    rows = build_examples(conversations, tok, max_length=4096).rows
     base = dict(
-        engine="trl", learning_rate=1e-3, global_batch_size=4, micro_batch_size=2, logging_steps=1, save_steps=2,
+        engine="trl", learning_rate=1e-3, global_batch_size=batch, micro_batch_size=2, logging_steps=1, save_steps=2,
         eval_steps=None, max_length=4096, gradient_checkpointing=False, device="cpu", batching="grouped", seed=5,
-        pad_to_multiple_of=1,
+        pad_to_multiple_of=pad,
     )  # fmt: skip
-    train_sft(SFTConfig(max_steps=2, **base), micro_model_dir, sft_rows, tmp_path)
-    resumed = train_sft(SFTConfig(max_steps=9, **base), micro_model_dir, sft_rows, tmp_path)  # 3 steps an epoch
+    train_sft(SFTConfig(max_steps=2, **base), micro_model_dir, rows, tmp_path)
+    resumed = train_sft(SFTConfig(max_steps=9, **base), micro_model_dir, rows, tmp_path)  # 3 steps an epoch
     logged = [h["flops"] for h in resumed.history if h.get("step", 0) > 2 and "flops" in h]
     config = AutoConfig.from_pretrained(micro_model_dir)
-    planned = list(itertools.islice(step_costs(sft_rows, SFTConfig(**base), config, start_step=2), 7))
+    planned = list(itertools.islice(step_costs(rows, SFTConfig(**base), config, start_step=2), 7))
     assert len(logged) == 7 and len(set(planned)) > 2
     assert logged == pytest.approx(planned, rel=1e-9)

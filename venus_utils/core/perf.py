@@ -238,9 +238,9 @@ class FlopCounter:
 
     Gradient checkpointing runs a layer's forward again inside the backward pass: that recomputation is not counted
     again (model FLOPs, 3x a forward per trained token, whatever the memory trade): after a forward already charged 3x
-    in a layer whose ``gradient_checkpointing`` flag is on (non-reentrant checkpointing) it counts nothing; after one
-    run without autograd (reentrant checkpointing, whose first forward runs under ``no_grad``) it counts the 2x of the
-    backward still owed."""
+    (non-reentrant checkpointing, transformers' or torch's ``checkpoint_wrapper``) it counts nothing; after one run
+    without autograd (reentrant checkpointing, whose first forward runs under ``no_grad``) it counts the 2x of the
+    backward still owed. What is owed is forgotten at each training step's end (:meth:`settle`)."""
 
     def __init__(self, *models: Any):
         import torch
@@ -257,15 +257,11 @@ class FlopCounter:
             per_layer, out = forward_flops_parts(config)
             # each layer's MLP: every forward path calls it once per layer (transformers', the cached decoder's,
             # Unsloth's), where some reach the attention's projections by other routes
-            self._handles += [
-                layer.mlp.register_forward_pre_hook(self._hook(per_layer, layer), with_kwargs=True) for layer in layers
-            ]
+            hook = self._hook(per_layer)
+            self._handles += [layer.mlp.register_forward_pre_hook(hook, with_kwargs=True) for layer in layers]
             self._handles.append(head.register_forward_pre_hook(self._hook(out), with_kwargs=True))
 
-    def _hook(self, per_token: float, layer: Any = None):
-        """A pre-hook counting ``per_token`` FLOPs per position; ``layer``: the decoder layer it sits in, whose
-        ``gradient_checkpointing`` flag (transformers') says whether the backward pass may run it again."""
-
+    def _hook(self, per_token: float):
         def count(module, args, kwargs):
             x = args[0] if args else kwargs.get("hidden_states", kwargs.get("input"))
             if x is None:
@@ -278,15 +274,19 @@ class FlopCounter:
                 times = 2  # the first forward ran without autograd and was charged 1x
             elif self._grad():
                 times = 3
-                # a checkpointed layer runs it again in the backward pass (a layer that is not checkpointed owes
-                # nothing: a reentrant recomputation after it is charged in full)
-                if module.training and getattr(layer, "gradient_checkpointing", False):
+                if module.training:  # a checkpointed layer may run it again in the backward pass (settle)
                     self._owed[key] = self._owed.get(key, 0) + 1
             else:
                 times = 1
             self.flops += per_token * (x.numel() // x.shape[-1]) * times
 
         return count
+
+    def settle(self) -> None:
+        """Forget the recomputations still owed: after a training step's backward pass none is to come (a layer
+        that is not checkpointed ran its forward once). The trainers call it after every step, so that a forward
+        without checkpointing never pays for a later run's reentrant recomputation."""
+        self._owed.clear()
 
     def close(self) -> None:
         for handle in self._handles:

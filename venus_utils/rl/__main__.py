@@ -54,7 +54,7 @@ from ..tools import make_toolbox
 from .config import IGPOConfig
 from .control import train_control_arm
 from .policy import load_policy
-from .rejection import rft_groups, train_rft_arm
+from .rejection import train_rft_arm
 from .rewards import reward_functions
 from .stage import (
     STAGE,
@@ -222,20 +222,18 @@ def rft(args: argparse.Namespace, run: Path) -> dict:
     its right trajectories and is fine-tuned on them, for the model FLOPs the IGPO arm counted, sampling included.
     A finished arm is not trained again (its samples and checkpoints are reused)."""
     params, profile = stage_params(args.params, STAGE, parse_sets(args.sets))
-    cfg = IGPOConfig.from_params(params)
     return train_rft_arm(
         run,
         igpo_budget(run, RFT_ARM),
-        cfg,
+        IGPOConfig.from_params(params),
         offline=params["offline"],
         train_qa=params["train_qa"],
         train_questions=params["train_questions"],
         heldout_qa=params["heldout_qa"],
         heldout_n=params["heldout_n"],
         heldout_split=params["heldout_split"],
-        rl_groups=rft_groups(
-            list(read_jsonl(run / ho.RL_ARMS["IGPO"] / "metrics.jsonl")), cfg, params["rft_rollouts"]
-        ),
+        rl_log=list(read_jsonl(run / ho.RL_ARMS["IGPO"] / "metrics.jsonl")),
+        rollouts=params["rft_rollouts"],
         device=params["device"],
         judge=Judge.from_env(params["judge"]),
         profile=profile,

@@ -382,6 +382,7 @@ class IGPOTrainer(AtomicCheckpoints, GRPOTrainer):
         before = sum(self.phases.seconds.values())
         t0 = time.perf_counter()
         loss = super().training_step(*args, **kwargs)
+        self.flop_counter.settle()  # the backward pass is done: no recomputation is owed
         inside = sum(self.phases.seconds.values()) - before
         self.phases.add("update", time.perf_counter() - t0 - inside)
         mine = torch.tensor(self.flop_counter.flops - self._flops_logged, dtype=torch.float64, device=loss.device)
@@ -475,8 +476,12 @@ class IGPOTrainer(AtomicCheckpoints, GRPOTrainer):
         for key in ("groups_with_signal", "groups_with_any_signal", "groups_identical"):
             m[key].append(stats.get(key, 0.0))
         # what was rolled out for the step (dynamic sampling rolls out more than it trains on)
-        for key in ("groups_sampled", "sampled_groups_with_signal", "groups_dropped", "sampling_rounds"):
+        for key in ("sampled_groups_with_signal", "sampling_rounds"):
             m[key].append(float(stats[key]))
+        counts = torch.tensor([stats["groups_sampled"], stats["groups_dropped"]], dtype=torch.float64)
+        counts = self.accelerator.reduce(counts.to(advantages.device), reduction="sum")  # all processes' groups
+        m["groups_sampled"].append(float(counts[0]))
+        m["groups_dropped"].append(float(counts[1]))
         adv = advantages[loss_mask.bool()]
         local = [adv.abs().sum(), (adv != 0).sum(), torch.tensor(adv.numel(), device=adv.device)]
         sums = self.accelerator.reduce(torch.stack([x.float() for x in local]), reduction="sum")  # all processes

@@ -232,7 +232,8 @@ def train_rft_arm(
     heldout_qa: str | Path | None = None,
     heldout_n: int | None = None,
     heldout_split: str = "test",
-    rl_groups: int | None = None,
+    rl_log: Sequence[dict] = (),
+    rollouts: str = "trained",
     device: str = "cpu",
     judge: Any = None,
     tools: Any = None,
@@ -244,8 +245,9 @@ def train_rft_arm(
     FLOPs, the sampling included), score on the run's held-out questions (``heldout_n`` of ``heldout_qa`` or the
     world's ``heldout_split``) as the RL arms are, and return its ``summary.json``. ``cfg``: the RL arms' config (their
     rollout settings, step budget and seed), ``train_qa`` / ``train_questions`` their question pool; the fine-tuning
-    uses the settings the SFT stage ran with (its ``summary.json``); ``rl_groups``: the groups of rollouts to sample
-    (:func:`rft_groups` of the IGPO arm's log; default ``cfg.max_steps`` x ``prompts_per_step``); ``judge`` and
+    uses the settings the SFT stage ran with (its ``summary.json``); ``rl_log`` (the IGPO arm's trainer log or
+    ``metrics.jsonl`` rows) and ``rollouts`` (``rft_rollouts``): how many groups of rollouts to sample
+    (:func:`rft_groups`; without a log ``cfg.max_steps`` x ``prompts_per_step``); ``judge`` and
     ``tools`` default to the configured judge and the run's offline tools. When no sample is right the arm is the SFT
     model: it says so, and its held-out answers are the SFT model's.
 
@@ -263,7 +265,8 @@ def train_rft_arm(
         tools = make_toolbox("local", world_dir) if offline else make_toolbox("web")
     grader = judge if judge is not None else Judge.from_env()
     judge_fn, described = judge_function(grader)
-    questions = rft_questions(qa_rows(train_file, train_questions, cfg.seed), cfg, cfg.seed, rl_groups)
+    groups = rft_groups(rl_log, cfg, rollouts)
+    questions = rft_questions(qa_rows(train_file, train_questions, cfg.seed), cfg, cfg.seed, groups)
     settings = {
         "sft_model": str(Path(sft_dir).resolve().relative_to(Path(run_dir).resolve())),
         "sft_model_digest": model_digest(sft_dir),  # a retrained SFT model at the same path samples again
@@ -281,6 +284,7 @@ def train_rft_arm(
     charged = 0.0 if cfg.use_vllm else record["sampling_flops"]  # counted as the IGPO arm counts its rollouts
     figures = dict(
         arm="rejection sampling (RFT)",
+        rft_rollouts=rollouts,  # as many rollouts as RL trained on, or as it rolled out
         sampling={k: v for k, v in record.items() if k != "settings"},
         sampling_flops=record["sampling_flops"],
         judge=described,

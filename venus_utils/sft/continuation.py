@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.checkpoints import FINISHED, TRAINER_STATE, finished_checkpoint, write_train_clock
+from ..core.distributed import world_size
 from ..core.paths import RESAMPLING_STAGE, SETUP_STAGE, SFT_STAGE
 from ..core.perf import forward_flops_parts
 from .batching import LengthGroupedSampler, batch_width, round_up
@@ -139,12 +140,13 @@ def control_steps(budget_flops: float, per_step: float) -> int:
 def step_costs(rows: Sequence[dict[str, Any]], cfg: SFTConfig, config: Any, start_step: int) -> Iterator[float]:
     """Model FLOPs of each optimizer step from ``start_step`` on (endless). With grouped batching, of the very batches
     the trainer reads there: its sampler's order is deterministic in (seed, epoch), an epoch has a fixed number of
-    steps, and a resumed run skips the steps of its epoch it has seen. With other batching the order is transformers'
-    own, so every step costs an epoch's mean (:func:`step_flops`)."""
+    steps, and a resumed run skips the steps of its epoch it has seen (one process: the control and rejection
+    sampling run in the main one). With other batching the order is transformers' own, and under a launcher each
+    process reads a shard of it, so every step costs an epoch's mean there (:func:`step_flops`)."""
     if not rows:
         raise ValueError("no SFT rows")
     epoch, costs = 0, _epoch_steps(rows, cfg, config, 0)
-    if cfg.batching != "grouped":
+    if cfg.batching != "grouped" or world_size() > 1:  # under a launcher each process reads its shard of the order
         yield from itertools.repeat(sum(costs) / len(costs))
     step = start_step
     while True:

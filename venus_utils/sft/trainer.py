@@ -217,6 +217,7 @@ def _trainer_class(base):
 
         def training_step(self, *args, **kwargs):
             loss = super().training_step(*args, **kwargs)
+            self.flop_counter.settle()  # the backward pass is done: no recomputation is owed
             mine = self.flop_counter.flops - self._flops_seen
             self._flops_seen = self.flop_counter.flops
             if self.accelerator.num_processes > 1:
