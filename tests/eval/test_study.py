@@ -246,3 +246,21 @@ def test_an_arm_that_trained_nothing_is_named_beside_the_table(tmp_path, capsys)
     assert result["untrained"] == [f"seed 21: rejection sampling: {note} (its row is the SFT model's answers)"]
     assert main(["study", *map(str, runs)]) == 0
     assert f"note: seed 21: rejection sampling: {note}" in capsys.readouterr().out
+
+
+def test_each_arms_compute_is_stated_as_a_multiple_of_igpos(tmp_path, capsys):
+    """Per seed, each arm's counted FLOPs over the IGPO arm's, its question filter counted on both RL sides; a seed
+    whose IGPO arm counted nothing (a run from before the count) has no row."""
+    from venus_utils.core.io import write_json
+
+    runs = _runs(tmp_path, seeds_where({30: 5, 31: 5}))
+    folder = {label: ho.SCORED[label].rsplit("/", 1)[0] for label in ("RL (IGPO)", "RL (GRPO)", "more SFT")}
+    filtered = {"kept": 90, "flops": 1e11}
+    write_json(runs[0] / folder["RL (IGPO)"] / "summary.json", {"train_flops": 9e11, "rl_questions": filtered})
+    write_json(runs[0] / folder["RL (GRPO)"] / "summary.json", {"train_flops": 1.1e12, "rl_questions": filtered})
+    write_json(runs[0] / folder["more SFT"] / "summary.json", {"train_flops": 9.5e11, "budget_flops": 1e12})
+    write_json(runs[1] / folder["RL (IGPO)"] / "summary.json", {"steps": 40})  # counted nothing
+    result = study(runs)
+    assert result["compute"] == {"30": {"RL (GRPO)": 1.2, "more SFT": 0.95}}
+    assert main(["study", *map(str, runs)]) == 0
+    assert "seed 30: RL (GRPO) 1.200x, more SFT 0.950x" in capsys.readouterr().out

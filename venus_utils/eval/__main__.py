@@ -110,6 +110,10 @@ def run_study(args) -> int:
     print(markdown_table(table) if args.markdown else table.to_string(index=False))
     for line in result["untrained"]:
         print(f"note: {line}")
+    if result["compute"]:
+        print("\ncompute: each arm's counted model FLOPs, x the IGPO arm's (training and question filter):")
+        for seed, ratios in result["compute"].items():
+            print(f"  seed {seed}: " + ", ".join(f"{label} {ratio:.3f}x" for label, ratio in ratios.items()))
     print("\nthe registered rule:")
     print("\n".join(decision["lines"]))
     how = mechanism(result["runs"], result["seeds"])

@@ -125,7 +125,41 @@ def study(runs: Sequence[str | Path], arms: Sequence[str] | None = None) -> dict
         "models": labels,
         "pairs": comparisons,
         "untrained": untrained_arms(runs, labels),
+        "compute": compute_ratios(runs, labels),
     }
+
+
+def arm_flops(run: Path, label: str) -> float | None:
+    """The model FLOPs an arm of ``run`` counted (its ``summary.json``'s ``train_flops``; an RL arm's question filter
+    too, its ``rl_questions``' ``flops``), None where it recorded none (runs made before the count existed)."""
+    summary = (run / SCORED[label]).parent / SUMMARY
+    try:
+        record = read_json(summary) if summary.is_file() else {}
+    except (OSError, ValueError):
+        return None
+    if not record.get("train_flops"):
+        return None
+    filtered = (record.get("rl_questions") or {}).get("flops") if label.startswith("RL (") else None
+    return float(record["train_flops"]) + float(filtered or 0.0)
+
+
+def compute_ratios(runs: Sequence[Path], labels: Sequence[str]) -> dict[str, dict[str, float]]:
+    """Per seed, each trained arm's counted model FLOPs as a multiple of the IGPO arm's (:func:`arm_flops`: what the
+    cheaper arms were matched to), where both were counted; {} without an IGPO arm."""
+    if IGPO not in labels:
+        return {}
+    out = {}
+    for run in runs:
+        reference = arm_flops(run, IGPO)
+        if not reference:
+            continue
+        ratios = {}
+        for label in labels:
+            flops = arm_flops(run, label) if label not in ("base", "SFT", IGPO) else None
+            if flops is not None:
+                ratios[label] = round(flops / reference, 3)
+        out[seed_of(run)] = ratios
+    return out
 
 
 def untrained_arms(runs: Sequence[Path], labels: Sequence[str]) -> list[str]:
