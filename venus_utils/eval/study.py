@@ -129,18 +129,22 @@ def study(runs: Sequence[str | Path], arms: Sequence[str] | None = None) -> dict
     }
 
 
+def arm_summary(run: Path, label: str) -> dict[str, Any]:
+    """The ``summary.json`` beside an arm's held-out table in ``run`` ({} where it is missing or unreadable)."""
+    summary = (run / SCORED[label]).parent / SUMMARY
+    try:
+        return read_json(summary) if summary.is_file() else {}
+    except (OSError, ValueError):
+        return {}
+
+
 def arm_flops(run: Path, label: str) -> float | None:
     """The model FLOPs an arm of ``run`` counted (its ``summary.json``'s ``train_flops``; an RL arm's question filter
     too, its ``rl_questions``' ``flops``), None where it recorded none (runs made before the count existed)."""
-    summary = (run / SCORED[label]).parent / SUMMARY
-    try:
-        record = read_json(summary) if summary.is_file() else {}
-    except (OSError, ValueError):
-        return None
+    record = arm_summary(run, label)
     if not record.get("train_flops"):
         return None
-    filtered = (record.get("rl_questions") or {}).get("flops") if label.startswith("RL (") else None
-    return float(record["train_flops"]) + float(filtered or 0.0)
+    return float(record["train_flops"]) + float((record.get("rl_questions") or {}).get("flops") or 0.0)
 
 
 def compute_ratios(runs: Sequence[Path], labels: Sequence[str]) -> dict[str, dict[str, float]]:
@@ -170,11 +174,7 @@ def untrained_arms(runs: Sequence[Path], labels: Sequence[str]) -> list[str]:
         for label in labels:
             if label in ("base", "SFT"):
                 continue
-            summary = (run / SCORED[label]).parent / SUMMARY
-            try:
-                record = read_json(summary) if summary.is_file() else {}
-            except (OSError, ValueError):
-                continue
+            record = arm_summary(run, label)
             if record.get("steps") == 0:
                 why = record.get("note") or "it trained no step"
                 lines.append(f"seed {seed_of(run)}: {label}: {why} (its row is the SFT model's answers)")
