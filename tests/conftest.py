@@ -34,6 +34,39 @@ def micro_model_dir(tmp_path_factory):
     return build_tiny_model(tmp_path_factory.mktemp("micro") / "model", texts, size="micro", vocab_size=600)
 
 
+@pytest.fixture(scope="module")
+def sft_rows(micro_model_dir):
+    """Tokenized SFT rows of 12 synthetic conversations for the micro model: the SFT and fault tests' data."""
+    from transformers import AutoTokenizer
+
+    from venus_utils.modeling import synthetic_conversations
+    from venus_utils.sft import build_examples
+
+    tok = AutoTokenizer.from_pretrained(micro_model_dir)
+    return build_examples([c["messages"] for c in synthetic_conversations(12, seed=4)], tok, max_length=4096).rows
+
+
+def micro_sft_config(**kw):
+    """The settings of a few fast SFT steps of the micro model on the CPU (plain TRL unless ``engine`` is given),
+    ``kw`` over them. Imports lazily: the Unsloth tests import unsloth before transformers."""
+    from venus_utils.sft import SFTConfig
+
+    base = dict(
+        engine="trl",
+        learning_rate=3e-3,
+        global_batch_size=4,
+        micro_batch_size=2,
+        max_steps=4,
+        logging_steps=1,
+        save_steps=2,
+        eval_steps=None,
+        max_length=4096,
+        gradient_checkpointing=False,
+        device="cpu",
+    )
+    return SFTConfig(**{**base, **kw})
+
+
 def pytest_ignore_collect(collection_path, config):
     """In the Unsloth environment (`make test-unsloth` sets VENUS_UNSLOTH_ENV=1) collect only the test files
     that hold Unsloth tests: the others import packages that environment does not have (papermill, bm25s...)."""

@@ -20,42 +20,9 @@ import pytest
 
 from venus_utils.core.checkpoints import checkpoints, is_complete, resume_point
 
+from .conftest import micro_sft_config as _cfg
+
 REPO = Path(__file__).resolve().parents[1]
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# a few tokenized rows of the micro model (tests/conftest.py), as in tests/sft
-
-
-@pytest.fixture(scope="module")
-def rows(micro_model_dir):
-    from transformers import AutoTokenizer
-
-    from venus_utils.modeling import synthetic_conversations
-    from venus_utils.sft import build_examples
-
-    tok = AutoTokenizer.from_pretrained(micro_model_dir)
-    return build_examples([c["messages"] for c in synthetic_conversations(12, seed=4)], tok, max_length=4096).rows
-
-
-def _cfg(**kw):
-    from venus_utils.sft import SFTConfig
-
-    base = dict(
-        engine="trl",
-        learning_rate=3e-3,
-        global_batch_size=4,
-        micro_batch_size=2,
-        max_steps=4,
-        logging_steps=1,
-        save_steps=2,
-        eval_steps=None,
-        max_length=4096,
-        gradient_checkpointing=False,
-        device="cpu",
-    )
-    base.update(kw)
-    return SFTConfig(**base)
 
 
 def _truncate(path: Path) -> None:
@@ -100,15 +67,15 @@ def test_a_truncated_file_in_an_old_checkpoint_is_skipped_named_and_kept_aside(t
 
 @pytest.mark.parametrize("damaged", ["model.safetensors", "optimizer.pt"])
 def test_sft_resumes_from_the_newest_intact_checkpoint_when_the_newest_is_truncated(
-    micro_model_dir, rows, tmp_path, capsys, damaged
+    micro_model_dir, sft_rows, tmp_path, capsys, damaged
 ):
     from venus_utils.sft import train_sft
 
-    train_sft(_cfg(max_steps=4), micro_model_dir, rows, tmp_path)
+    train_sft(_cfg(max_steps=4), micro_model_dir, sft_rows, tmp_path)
     ckpts = tmp_path / "checkpoints"
     _truncate(ckpts / "checkpoint-4" / damaged)
     capsys.readouterr()
-    resumed = train_sft(_cfg(max_steps=6), micro_model_dir, rows, tmp_path)
+    resumed = train_sft(_cfg(max_steps=6), micro_model_dir, sft_rows, tmp_path)
     assert resumed.resumed_from.endswith("checkpoint-2") and resumed.steps == 6
     out = capsys.readouterr().out
     assert f"{ckpts / 'checkpoint-4'}" in out and damaged in out and "continuing from" in out
@@ -116,11 +83,11 @@ def test_sft_resumes_from_the_newest_intact_checkpoint_when_the_newest_is_trunca
     assert [s for s, _ in checkpoints(ckpts)] == [2, 4, 6] and all(is_complete(p) for _, p in checkpoints(ckpts))
 
 
-def test_a_checkpoint_records_its_files_and_a_changed_byte_is_found(micro_model_dir, rows, tmp_path):
+def test_a_checkpoint_records_its_files_and_a_changed_byte_is_found(micro_model_dir, sft_rows, tmp_path):
     """The manifest written at save time: sizes and hashes of every file, so a same-size corruption is found too."""
     from venus_utils.sft import train_sft
 
-    train_sft(_cfg(max_steps=2), micro_model_dir, rows, tmp_path)
+    train_sft(_cfg(max_steps=2), micro_model_dir, sft_rows, tmp_path)
     ckpt = tmp_path / "checkpoints" / "checkpoint-2"
     manifest = json.loads((ckpt / "checkpoint_manifest.json").read_text())
     assert {"model.safetensors", "optimizer.pt", "trainer_state.json"} <= set(manifest["files"])
@@ -156,7 +123,9 @@ def _wait_for(path: Path, proc: subprocess.Popen, seconds: float = 120) -> None:
         time.sleep(0.05)
 
 
-def test_a_second_run_of_a_stage_is_refused_and_a_killed_runs_lock_is_cleared(micro_model_dir, rows, tmp_path, capsys):
+def test_a_second_run_of_a_stage_is_refused_and_a_killed_runs_lock_is_cleared(
+    micro_model_dir, sft_rows, tmp_path, capsys
+):
     from venus_utils.core.stage import Stage
     from venus_utils.rl.config import IGPOConfig
     from venus_utils.rl.stage import resume
@@ -175,7 +144,7 @@ def test_a_second_run_of_a_stage_is_refused_and_a_killed_runs_lock_is_cleared(mi
         assert time.monotonic() - t0 < 5, "refused at once"
         assert "started" in str(refused.value) and "wait for it to end" in str(refused.value).lower()
         with pytest.raises(ValueError, match=rf"pid {proc.pid}"):  # two trainers on the same checkpoints
-            train_sft(_cfg(), micro_model_dir, rows, sft_dir)
+            train_sft(_cfg(), micro_model_dir, sft_rows, sft_dir)
         with pytest.raises(ValueError, match=rf"pid {proc.pid}"):
             resume(Stage("04_igpo_rl", run), IGPOConfig(), micro_model_dir, [])
         assert (sft_dir / "summary.json").exists() and not (sft_dir / "checkpoints").exists()  # nothing touched
@@ -273,7 +242,7 @@ def _little_free(monkeypatch, free: int = 3 * 2**20) -> None:
 
 
 def test_a_checkpoint_save_on_a_full_disk_says_so_and_keeps_the_previous_checkpoint(
-    micro_model_dir, rows, tmp_path, monkeypatch
+    micro_model_dir, sft_rows, tmp_path, monkeypatch
 ):
     import torch
 
@@ -289,7 +258,7 @@ def test_a_checkpoint_save_on_a_full_disk_says_so_and_keeps_the_previous_checkpo
     monkeypatch.setattr(torch, "save", full_disk_at_step_4)
     _little_free(monkeypatch, free=200_000)
     with pytest.raises(OSError) as failed:
-        train_sft(_cfg(max_steps=4), micro_model_dir, rows, tmp_path)
+        train_sft(_cfg(max_steps=4), micro_model_dir, sft_rows, tmp_path)
     ckpts = tmp_path / "checkpoints"
     message = str(failed.value)
     assert failed.value.errno == errno.ENOSPC and "No space left on device" in message

@@ -6,7 +6,9 @@ import json
 import pytest
 
 from venus_utils.modeling import synthetic_conversations
-from venus_utils.sft import SFTConfig, build_examples, train_sft
+from venus_utils.sft import build_examples, train_sft
+
+from ..conftest import micro_sft_config
 
 AGENT = {"system_prompt_style": "compact", "max_turns": 8, "max_new_tokens": 128}
 
@@ -20,24 +22,7 @@ def rows(micro_model_dir):
 
 
 def _cfg(**kw):
-    return SFTConfig(
-        **{
-            **dict(
-                engine="trl",
-                learning_rate=3e-3,
-                global_batch_size=2,
-                micro_batch_size=2,
-                max_steps=1,
-                logging_steps=1,
-                save_steps=100,
-                eval_steps=None,
-                max_length=4096,
-                gradient_checkpointing=False,
-                device="cpu",
-            ),
-            **kw,
-        }
-    )
+    return micro_sft_config(**{**dict(global_batch_size=2, max_steps=1, save_steps=100), **kw})
 
 
 def _read(folder):

@@ -6,6 +6,8 @@ from venus_utils.modeling import synthetic_conversations
 from venus_utils.sft import SFTConfig, build_examples, train_sft
 from venus_utils.sft.schedule import BudgetProgress, lr_factor
 
+from ..conftest import micro_sft_config
+
 
 def test_lr_factor_warms_up_then_decays_to_the_floor():
     assert lr_factor(0.0, warmup=0.1) == 0.0
@@ -44,22 +46,15 @@ def test_trainer_follows_the_budget_schedule(micro_model_dir, tmp_path):
 
     tok = AutoTokenizer.from_pretrained(micro_model_dir)
     rows = build_examples([c["messages"] for c in synthetic_conversations(8, seed=5)], tok, max_length=4096).rows
-    cfg = SFTConfig(
-        engine="trl",
+    cfg = micro_sft_config(
         learning_rate=1e-3,
         global_batch_size=2,
-        micro_batch_size=2,
         max_steps=5,
         max_time_minutes=60,
         schedule_by_time=True,
         warmup_ratio=0.0,
         min_lr_ratio=0.1,
-        logging_steps=1,
         save_steps=100,
-        eval_steps=None,
-        max_length=4096,
-        gradient_checkpointing=False,
-        device="cpu",
         export_merged=False,
     )
     res = train_sft(cfg, micro_model_dir, rows, tmp_path)
