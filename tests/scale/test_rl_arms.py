@@ -200,9 +200,10 @@ def test_the_control_arm_continues_the_stopped_sft_run_for_the_igpo_arms_flops(m
     assert arms["training"]["train_flops"]["more SFT"] == control["train_flops"]
     assert all(c["n"] == 4 for c in arms["comparisons"] if "n" in c)
 
-    run_cli(args, timeout=600)  # again: both finished, reused; the control keeps the time it trained (seed 20 lost it)
+    out = run_cli(args, timeout=600).stdout  # again: both finished, reused as they are (their time kept)
+    assert f"[arms] more SFT: finished in {run / '04_igpo_rl_control'}, reused" in out
     again = json.loads((run / "04_igpo_rl_control" / "summary.json").read_text())
-    assert again["steps"] == control["steps"] and again["train_wall_s"] == control["train_wall_s"] > 0.5
+    assert again == control and again["train_wall_s"] > 0.5  # the summary untouched: its time is the arm's own
 
 
 def test_finished_arms_are_reused_as_they_are_not_resumed(tmp_path, monkeypatch, capsys):
@@ -444,6 +445,26 @@ def test_a_finished_arm_of_another_sft_model_is_not_reused(tmp_path):
     with pytest.raises(ValueError, match="trained from another SFT model"):
         cli.finished_arm(arm, asked, sft)
     assert cli.finished_arm(arm, asked, tmp_path / "no_sft_model_here")  # nothing here to compare: reused as before
+
+
+def test_a_cheaper_arm_is_reused_only_when_matched_to_this_budget_and_run_as_asked(tmp_path):
+    """A finished control or rejection-sampling arm is reused as it is when its summary records the IGPO arm's
+    budget (a retrained IGPO arm changes it) and, for rejection sampling, the rollouts asked for (a summary without
+    the key ran the default); anything else is trained on."""
+    from venus_utils.core.io import write_json
+    from venus_utils.rl import __main__ as cli
+
+    assert not cli.finished_cheaper_arm(tmp_path, 5e12)  # no summary
+    write_json(tmp_path / "summary.json", {"budget_flops": 5e12, "steps": 7})
+    assert not cli.finished_cheaper_arm(tmp_path, 5e12)  # no model: not finished
+    write_json(tmp_path / "summary.json", {"budget_flops": 5e12, "steps": 7, "model_dir": "m"})
+    assert cli.finished_cheaper_arm(tmp_path, 5e12)
+    assert not cli.finished_cheaper_arm(tmp_path, 5.1e12)  # the IGPO arm was trained again
+    assert cli.finished_cheaper_arm(tmp_path, 5e12, rft_rollouts="trained")  # an older summary: the default
+    assert not cli.finished_cheaper_arm(tmp_path, 5e12, rft_rollouts="rolled_out")
+    write_json(tmp_path / "summary.json", {"budget_flops": 5e12, "model_dir": "m", "rft_rollouts": "rolled_out"})
+    assert cli.finished_cheaper_arm(tmp_path, 5e12, rft_rollouts="rolled_out")
+    assert not cli.finished_cheaper_arm(tmp_path, 5e12, rft_rollouts="trained")
 
 
 def test_rl_arms_rejection_sampling_samples_as_the_profile_says(tmp_path, monkeypatch):

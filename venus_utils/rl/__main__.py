@@ -51,7 +51,7 @@ from ..judging.judge import Judge, judge_function
 from ..run.cli import parse_sets, run_cli, stage_params
 from ..sft.diagnostics import convergence_note
 from ..tools import make_toolbox
-from .config import IGPOConfig
+from .config import RFT_ROLLOUTS, IGPOConfig
 from .control import train_control_arm
 from .policy import load_policy
 from .rejection import train_rft_arm
@@ -199,6 +199,20 @@ def finished_arm(out: Path, params: dict, sft_dir: Path | None = None) -> bool:
             f"{params['max_steps']} steps; move that folder away to train the arm"
         )
     return True
+
+
+def finished_cheaper_arm(out: Path, budget: float, **same) -> bool:
+    """Whether the arm folder ``out`` holds a finished control or rejection-sampling arm matched to ``budget`` (the
+    IGPO arm's counted FLOPs, which a retrained IGPO arm changes) and run as ``same`` says (rejection sampling:
+    ``rft_rollouts``; a summary without the key ran the default, ``trained``): ``arms`` then reuses it as it is, its
+    summary untouched (the time the arm took stays its own, not a rerun's). Otherwise the arm is trained on from its
+    checkpoints and samples, as before."""
+    path = out / SUMMARY
+    if not path.is_file():
+        return False
+    done = read_json(path)
+    recorded = {key: done.get(key, RFT_ROLLOUTS[0] if key == "rft_rollouts" else None) for key in same}
+    return done.get("budget_flops") == budget and "model_dir" in done and recorded == same
 
 
 def igpo_budget(run: Path, arm: str) -> float:
@@ -408,16 +422,20 @@ def arms(args: argparse.Namespace) -> dict:
             print(f"[arms] {label}: {out}", flush=True)
             train(argparse.Namespace(params=args.params, run_dir=str(run), out=str(out), sets=overrides))
             seconds[label] = round(time.perf_counter() - started, 1)
-    if CONTROL_ARM in chosen:
-        print(f"[arms] {ho.CONTROL}: {run / CONTROL_DIR}", flush=True)
-        if is_main_process():
-            control(args, run)
-        seconds[ho.CONTROL] = round(time.perf_counter() - started, 1)
-    if RFT_ARM in chosen:
-        print(f"[arms] {ho.RFT}: {run / RFT_DIR}", flush=True)
-        if is_main_process():
-            rft(args, run)
-        seconds[ho.RFT] = round(time.perf_counter() - started, 1)
+    rft_rollouts = stage_params(args.params, STAGE, parse_sets(args.sets))[0]["rft_rollouts"]
+    for arm, label, out, same, fit in (
+        (CONTROL_ARM, ho.CONTROL, run / CONTROL_DIR, {}, control),
+        (RFT_ARM, ho.RFT, run / RFT_DIR, {"rft_rollouts": rft_rollouts}, rft),
+    ):
+        if arm not in chosen:
+            continue
+        if finished_cheaper_arm(out, igpo_budget(run, arm), **same):
+            print(f"[arms] {label}: finished in {out}, reused", flush=True)
+        else:
+            print(f"[arms] {label}: {out}", flush=True)
+            if is_main_process():
+                fit(args, run)
+        seconds[label] = round(time.perf_counter() - started, 1)
     # how the arms ran: wall seconds from the start of the first arm to the end of each (a finished arm: ~0)
     timing = {"parallel": parallel, "cpu_threads": cpu_threads(), "wall_seconds": seconds}
     labels = ["SFT", *(f"RL ({ARMS[a][0]})" for a in chosen if a not in CHEAPER_ARMS)]
