@@ -201,18 +201,18 @@ def finished_arm(out: Path, params: dict, sft_dir: Path | None = None) -> bool:
     return True
 
 
-def finished_cheaper_arm(out: Path, budget: float, **same) -> bool:
+def finished_cheaper_arm(out: Path, budget: float, rft_rollouts: str | None = None) -> bool:
     """Whether the arm folder ``out`` holds a finished control or rejection-sampling arm matched to ``budget`` (the
-    IGPO arm's counted FLOPs, which a retrained IGPO arm changes) and run as ``same`` says (rejection sampling:
-    ``rft_rollouts``; a summary without the key ran the default, ``trained``): ``arms`` then reuses it as it is, its
-    summary untouched (the time the arm took stays its own, not a rerun's). Otherwise the arm is trained on from its
-    checkpoints and samples, as before."""
+    IGPO arm's counted FLOPs, which a retrained IGPO arm changes) and, for rejection sampling, sampled as
+    ``rft_rollouts`` says (a summary without the key ran the default, ``trained``): ``arms`` then reuses it as it is,
+    its summary untouched (the time the arm took stays its own, not a rerun's). Otherwise the arm is trained on from
+    its checkpoints and samples, as before."""
     path = out / SUMMARY
     if not path.is_file():
         return False
     done = read_json(path)
-    recorded = {key: done.get(key, RFT_ROLLOUTS[0] if key == "rft_rollouts" else None) for key in same}
-    return done.get("budget_flops") == budget and "model_dir" in done and recorded == same
+    sampled = rft_rollouts is None or done.get("rft_rollouts", RFT_ROLLOUTS[0]) == rft_rollouts
+    return done.get("budget_flops") == budget and "model_dir" in done and sampled
 
 
 def igpo_budget(run: Path, arm: str) -> float:
@@ -423,13 +423,13 @@ def arms(args: argparse.Namespace) -> dict:
             train(argparse.Namespace(params=args.params, run_dir=str(run), out=str(out), sets=overrides))
             seconds[label] = round(time.perf_counter() - started, 1)
     rft_rollouts = stage_params(args.params, STAGE, parse_sets(args.sets))[0]["rft_rollouts"]
-    for arm, label, out, same, fit in (
-        (CONTROL_ARM, ho.CONTROL, run / CONTROL_DIR, {}, control),
-        (RFT_ARM, ho.RFT, run / RFT_DIR, {"rft_rollouts": rft_rollouts}, rft),
+    for arm, label, out, sampled_as, fit in (
+        (CONTROL_ARM, ho.CONTROL, run / CONTROL_DIR, None, control),
+        (RFT_ARM, ho.RFT, run / RFT_DIR, rft_rollouts, rft),
     ):
         if arm not in chosen:
             continue
-        if finished_cheaper_arm(out, igpo_budget(run, arm), **same):
+        if finished_cheaper_arm(out, igpo_budget(run, arm), sampled_as):
             print(f"[arms] {label}: finished in {out}, reused", flush=True)
         else:
             print(f"[arms] {label}: {out}", flush=True)
