@@ -22,18 +22,24 @@ at once) in this process, one after the other:
 - ``fast_one_prefill``: the cached decoder as it was before a turn's prefill ran in groups of rows of similar length
   (:data:`~venus_utils.modeling.kv_decode.MAX_PREFILL_GROUPS` = 1): every row padded to the batch's longest new part
   and attending over the batch's longest context;
+- ``fast_one_process``: the cached decoder as it was before the questions were shared among processes that answer
+  side by side: every question in this process, on all its threads (``EvalSettings(processes=1)``);
 - ``fast``: the cached decoder (:mod:`venus_utils.modeling.kv_decode`) in float32, each rollout's KV cache kept
   across its turns, ``--workers`` questions at once (default: :class:`EvalSettings`'s, 128 on the CPU), the decode
-  steps' rows read in up to four groups of lengths and the prefill's in up to eight: the default.
+  steps' rows read in up to four groups of lengths and the prefill's in up to eight, the questions shared among
+  processes of one thread each (:mod:`venus_utils.eval.answering`; one per core on the CPU from 128 questions on):
+  the default.
 
-``--only fast_one_prefill,fast`` runs only those variants (in that order).
+Every variant but ``fast`` answers in this process (``processes=1``).
+
+``--only fast_one_process,fast`` runs only those variants (in that order).
 
 Printed: questions/s and the ratio, the generated tokens/s, the share of the machine's fp32 matmul peak (measured
 in this run on the same threads) reached by the model work the evaluation needs (every context token encoded once),
 for the cached decoder the decode steps' time and the cached keys and values their attention read (each group of
 rows over its own width) as a share of the machine's memory read bandwidth (measured in this run: a decode step is
-bound by memory, not arithmetic), and whether the two variants' answers are identical on the questions both
-answered (they must be).
+bound by memory, not arithmetic; counted in this process, so not for ``fast``'s processes), and whether the two
+variants' answers are identical on the questions both answered (they must be).
 """
 
 from __future__ import annotations
@@ -63,7 +69,7 @@ def main(argv=None) -> int:
 
     from transformers import AutoConfig
 
-    from venus_utils.core.perf import flops_per_token, machine_peak, utilisation
+    from venus_utils.core.perf import machine_peak
     from venus_utils.core.stage import best_model
     from venus_utils.eval.heldout import EvalSettings, draw_heldout, evaluate_model
     from venus_utils.judging.judge import Judge
@@ -87,13 +93,14 @@ def main(argv=None) -> int:
     print(f"model {model}; {len(qa)} questions; max {args.max_turns} turns x {args.max_new_tokens} tokens")
     print(peak.describe())
     results = {}
-    variants = (
-        ("before", False, "saved", args.reference_questions, 32),
-        ("reference", False, "auto", args.reference_questions, 32),
-        ("fast_before", True, "auto", len(qa), 32),
-        ("fast_one_group", True, "auto", len(qa), args.workers),
-        ("fast_one_prefill", True, "auto", len(qa), args.workers),
-        ("fast", True, "auto", len(qa), args.workers),
+    variants = (  # label, fast, dtype, questions, at once, processes
+        ("before", False, "saved", args.reference_questions, 32, 1),
+        ("reference", False, "auto", args.reference_questions, 32, 1),
+        ("fast_before", True, "auto", len(qa), 32, 1),
+        ("fast_one_group", True, "auto", len(qa), args.workers, 1),
+        ("fast_one_prefill", True, "auto", len(qa), args.workers, 1),
+        ("fast_one_process", True, "auto", len(qa), args.workers, 1),
+        ("fast", True, "auto", len(qa), args.workers, None),
     )
     if args.only:
         wanted = set(args.only.split(",")) | {"fast"}
@@ -101,13 +108,14 @@ def main(argv=None) -> int:
     one_thread_rows, groups = kv_decode.ONE_THREAD_DECODE_ROWS, kv_decode.MAX_LENGTH_GROUPS
     prefill_groups = kv_decode.MAX_PREFILL_GROUPS
     decode = _count_decode_reads(kv_decode)
-    for label, fast, dtype, n, workers in variants:
+    for label, fast, dtype, n, workers, processes in variants:
         decode.update(steps=0, seconds=0.0, bytes=0)
         settings = EvalSettings(
             max_turns=args.max_turns,
             max_new_tokens=args.max_new_tokens,
             system_prompt_style=args.style,
             workers=workers,
+            processes=processes,
             fast=fast,
             dtype=dtype,
         )
@@ -122,21 +130,30 @@ def main(argv=None) -> int:
         seconds = time.perf_counter() - t0
         kv_decode.ONE_THREAD_DECODE_ROWS, kv_decode.MAX_LENGTH_GROUPS = one_thread_rows, groups
         kv_decode.MAX_PREFILL_GROUPS = prefill_groups
-        rollouts = [json.loads(line) for line in out.with_suffix(".jsonl").read_text().splitlines()]
-        generated = sum(sum(t.get("new_tokens") or 0 for t in r["turn_log"]) for r in rollouts)
-        context = sum(r["final_token_count"] for r in rollouts)  # each token encoded once: the work needed
-        per_token = flops_per_token(config, context=context / max(len(rollouts), 1) / 2)
-        gflops, share = utilisation(context, seconds, per_token, peak.fp32_gflops)
         results[label] = dict(n=n, seconds=seconds, scored=scored)
-        print(
-            f"{label:>11}: {n} questions ({settings.workers} at once) in {seconds:.1f} s = "
-            f"{n / seconds:.2f} questions/s, "
-            f"{generated / seconds:.0f} generated tokens/s, model work {gflops:.2f} GFLOP/s = "
-            f"{100 * share:.2f}% of the fp32 peak (accuracy {scored['correct'].mean():.3f}, "
-            f"{scored['turns'].mean():.1f} turns)"
-        )
+        _print_variant(label, settings, scored, out, seconds, config, peak)
         _print_decode(decode, peak)
     return _report(results)
+
+
+def _print_variant(label, settings, scored, out, seconds, config, peak) -> None:
+    """One variant's questions/s, generated tokens/s and share of the fp32 peak."""
+    from venus_utils.core.perf import flops_per_token, utilisation
+    from venus_utils.eval.answering import processes_for
+
+    n = len(scored)
+    rollouts = [json.loads(line) for line in out.with_suffix(".jsonl").read_text().splitlines()]
+    generated = sum(sum(t.get("new_tokens") or 0 for t in r["turn_log"]) for r in rollouts)
+    context = sum(r["final_token_count"] for r in rollouts)  # each token encoded once: the work needed
+    per_token = flops_per_token(config, context=context / max(len(rollouts), 1) / 2)
+    gflops, share = utilisation(context, seconds, per_token, peak.fp32_gflops)
+    print(
+        f"{label:>11}: {n} questions ({settings.workers} at once, {processes_for(settings, n, False)} "
+        f"process(es)) in {seconds:.1f} s = {n / seconds:.2f} questions/s, "
+        f"{generated / seconds:.0f} generated tokens/s, model work {gflops:.2f} GFLOP/s = "
+        f"{100 * share:.2f}% of the fp32 peak (accuracy {scored['correct'].mean():.3f}, "
+        f"{scored['turns'].mean():.1f} turns)"
+    )
 
 
 def _count_decode_reads(kv_decode) -> dict:
@@ -189,13 +206,14 @@ def _report(results: dict) -> int:
         "fast_before": "fast_before (all-thread decode, 32 at once)",
         "fast_one_group": "fast_one_group (every row over the batch's longest)",
         "fast_one_prefill": "fast_one_prefill (the prefill in one group)",
+        "fast_one_process": "fast_one_process (every question in one process)",
     }
     for other, name in names.items():
         if other in rate:
             print(f"speed-up fast / {name}: {rate['fast'] / rate[other]:.2f}x questions/s")
     key = ["id", "prediction", "turns", "termination"]
     failures = 0
-    for other in ("reference", "fast_before", "fast_one_group", "fast_one_prefill"):
+    for other in ("reference", "fast_before", "fast_one_group", "fast_one_prefill", "fast_one_process"):
         if other not in results:
             continue
         both = pd.merge(results[other]["scored"][key], fast["scored"][key], on="id", suffixes=("_o", "_f"))

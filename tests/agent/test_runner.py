@@ -69,6 +69,28 @@ def test_run_file_jsonl_is_resumable(world_dir, tmp_path):
     assert s3["ran"] == 4 and len(read_jsonl(out)) == 12
 
 
+def test_fold_parts_adds_each_whole_record_once_and_removes_the_parts(tmp_path):
+    """The answers other processes wrote beside a rollouts file are folded in: torn lines left out, a key the file
+    holds already (a fold killed before it removed its parts, then folded again) not added twice."""
+    from venus_utils.agent.file_runs import answered, fold_parts
+
+    def rec(i, sample=0, text="x"):
+        return json.dumps({"index": f"q{i}", "sample": sample, "prediction": text}) + "\n"
+
+    out = tmp_path / "r.jsonl"
+    out.write_text(rec(0) + rec(1))
+    a, b = tmp_path / "r.jsonl.part0.jsonl", tmp_path / "r.jsonl.part1.jsonl"
+    a.write_text(rec(1, text="again") + rec(2) + '{"index": "q3", "sam')  # a double and a torn last line
+    b.write_text(rec(3) + rec(3, sample=1))
+    assert fold_parts(out, [a, b, tmp_path / "r.jsonl.part2.jsonl"]) == 3  # a missing part is nothing to fold
+    assert not a.exists() and not b.exists()
+    records = read_jsonl(out)
+    assert [(r["index"], r["sample"]) for r in records] == [("q0", 0), ("q1", 0), ("q2", 0), ("q3", 0), ("q3", 1)]
+    assert records[1]["prediction"] == "x"  # the file's own answer stays
+    assert answered(out) == {("q0", 0), ("q1", 0), ("q2", 0), ("q3", 0), ("q3", 1)}
+    assert fold_parts(out, []) == 0 and fold_parts(tmp_path / "none.jsonl", [tmp_path / "no.part"]) == 0
+
+
 def test_run_file_on_world_parquet(world_dir, tmp_path):
     policy, by_q = _expert_policy(world_dir)
     qa = pd.read_parquet(world_dir / "qa" / "train.parquet")

@@ -181,6 +181,118 @@ def test_a_model_saved_again_is_not_rescored_and_changed_weights_are(run, tmp_pa
     assert "reused" not in capsys.readouterr().out  # answered again
 
 
+def test_processes_side_by_side_answer_as_one_process_does_and_resume_a_killed_pass(run, tmp_path):
+    """On the CPU the questions are shared among processes that answer side by side: the same answers as one process,
+    no part file left; a killed pass's part files are folded in (their answers not asked again) when the model and
+    protocol are the ones the rollouts were made with, and dropped with them otherwise."""
+    import json
+
+    from venus_utils.eval.heldout import EvalSettings, evaluate_model, heldout_questions
+    from venus_utils.judging.judge import Judge
+
+    qa = heldout_questions(run, run / "world", 8, seed=4)
+    judge = Judge.from_env("offline")
+    key = ["id", "prediction", "turns", "termination"]
+    answers = {}
+    for n in (1, 2):
+        settings = EvalSettings(max_turns=2, max_new_tokens=16, workers=4, processes=n)
+        out = tmp_path / f"p{n}.parquet"
+        scored = evaluate_model(run / "model", qa, out, settings, world_dir=run / "world", judge=judge, progress=False)
+        answers[n] = scored.sort_values("id")[key].values.tolist()
+        assert not list(tmp_path.glob(f"p{n}.jsonl.part*"))
+    assert answers[1] == answers[2] and len(answers[2]) == 8
+
+    settings = EvalSettings(max_turns=2, max_new_tokens=16, workers=4, processes=2)
+    out = tmp_path / "p2.parquet"
+    rollouts = out.with_suffix(".jsonl")
+    records = [json.loads(line) for line in rollouts.read_text().splitlines()]
+    kept, asked = records[:3], records[3:]
+    kept[0]["prediction"] = "written by the killed pass"
+    rollouts.write_text("".join(json.dumps(r) + "\n" for r in kept[:1]))
+    part = tmp_path / "p2.jsonl.part1.jsonl"
+    part.write_text("".join(json.dumps(r) + "\n" for r in kept[1:]) + '{"index": "torn')
+    out.unlink()  # the scored table was not written: the pass was killed
+    again = evaluate_model(run / "model", qa, out, settings, world_dir=run / "world", judge=judge, progress=False)
+    assert not part.exists() and len(again) == 8
+    by_id = again.set_index("id")["prediction"]
+    assert by_id[str(kept[0]["index"])] == "written by the killed pass"  # folded in, not asked again
+    assert {str(r["index"]) for r in asked} | {str(r["index"]) for r in kept} == set(by_id.index)
+
+    part.write_text(json.dumps(kept[0]) + "\n")  # a part left by a pass of another protocol: dropped with it
+    other = EvalSettings(max_turns=1, max_new_tokens=16, workers=4, processes=2)
+    fresh = evaluate_model(run / "model", qa, out, other, world_dir=run / "world", judge=judge, progress=False)
+    assert "written by the killed pass" not in set(fresh["prediction"]) and not part.exists()
+
+
+def test_a_killed_caller_leaves_no_answering_process_and_its_answers_resume(run, tmp_path):
+    """The caller of a pass in several processes is killed (SIGKILL: no chance to end them): its processes end by
+    themselves within seconds (not when their share is done), and what they answered waits in part files for the
+    next call."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    import psutil
+
+    script = tmp_path / "answer.py"
+    script.write_text(
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from venus_utils.eval.heldout import EvalSettings, evaluate_model, heldout_questions\n"
+        "from venus_utils.judging.judge import Judge\n"
+        "if __name__ == '__main__':\n"
+        "    run = Path(sys.argv[1])\n"
+        "    qa = heldout_questions(run, run / 'world', 120, seed=5)\n"
+        "    settings = EvalSettings(max_turns=6, max_new_tokens=64, workers=2, processes=2)\n"
+        "    evaluate_model(run / 'model', qa, Path(sys.argv[2]), settings, world_dir=run / 'world',\n"
+        "                   judge=Judge.from_env('offline'), progress=False)\n"
+    )
+    out = tmp_path / "killed.parquet"
+    caller = subprocess.Popen([sys.executable, str(script), str(run), str(out)], cwd=Path(__file__).parents[2])
+    try:
+        deadline = time.monotonic() + 120
+        parts: list = []
+        while time.monotonic() < deadline and not parts:
+            assert caller.poll() is None, "the pass ended before it could be killed: give it more to do"
+            parts = list(tmp_path.glob("killed.jsonl.part*.jsonl"))
+            time.sleep(0.2)
+        assert parts, "no process wrote an answer within two minutes"
+        started = psutil.Process(caller.pid).children(recursive=True)  # the fork server, its two answering processes
+        assert len(started) >= 3, started
+        caller.send_signal(signal.SIGKILL)
+        caller.wait(10)
+        gone, alive = psutil.wait_procs(started, timeout=5)  # each looks every second
+        assert not alive, [p.pid for p in alive]
+    finally:
+        if caller.poll() is None:
+            caller.kill()
+    assert list(tmp_path.glob("killed.jsonl.part*.jsonl"))  # what they answered waits for the next call
+
+
+def test_how_many_processes_answer():
+    import torch
+
+    from venus_utils.eval.answering import MIN_QUESTIONS_PER_PROCESS, processes_for
+    from venus_utils.eval.heldout import EvalSettings
+
+    auto = EvalSettings()
+    assert processes_for(auto, 10_000, tools_given=True) == 1  # the caller's tools cannot travel
+    assert processes_for(EvalSettings(device="cuda", processes=4), 10_000, tools_given=False) == 1
+    assert processes_for(EvalSettings(processes=3), 2, tools_given=False) == 2  # never more than the questions
+    assert processes_for(auto, MIN_QUESTIONS_PER_PROCESS - 1, tools_given=False) == 1
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        assert processes_for(auto, 2 * MIN_QUESTIONS_PER_PROCESS, tools_given=False) == 2
+        assert processes_for(auto, 2 * MIN_QUESTIONS_PER_PROCESS - 1, tools_given=False) == 1
+        torch.set_num_threads(1)
+        assert processes_for(auto, 10_000, tools_given=False) == 1
+    finally:
+        torch.set_num_threads(threads)
+
+
 def _scored(correct: dict[str, list[int]]) -> pd.DataFrame:
     rows = [{"id": q, "correct": float(c), "turns": 3} for q, cs in correct.items() for c in cs]
     return pd.DataFrame(rows)

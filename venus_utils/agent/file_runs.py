@@ -54,20 +54,46 @@ def question_rows(path: str | Path) -> list[dict]:
     ]
 
 
-def _done(output: Path) -> set[tuple[str, int]]:
+def _good_lines(path: Path) -> list[tuple[tuple[str, int], str]]:
+    """``((index, sample), line)`` of each whole record in ``path`` (a torn line, a killed run's last, is left out)."""
+    good = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            rec = json.loads(line)
+            good.append(((str(rec["index"]), int(rec["sample"])), line))
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+            continue
+    return good
+
+
+def answered(output: Path) -> set[tuple[str, int]]:
     """Keys already answered; drops a torn trailing line (rewritten atomically)."""
     if not output.exists():
         return set()
-    good, done = [], set()
-    for line in output.read_text(encoding="utf-8").splitlines():
-        try:
-            rec = json.loads(line)
-            done.add((str(rec["index"]), int(rec["sample"])))
-            good.append(line)
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError):
-            continue
-    atomic_write(output, "".join(f"{line}\n" for line in good))
-    return done
+    good = _good_lines(output)
+    atomic_write(output, "".join(f"{line}\n" for _, line in good))
+    return {key for key, _ in good}
+
+
+def fold_parts(output: Path, parts: list[Path]) -> int:
+    """Append the whole records of the part files ``parts`` (answers written beside ``output`` by other processes)
+    to ``output``, atomically and once each (a key ``output`` holds already is not added again: a fold killed before
+    it removed its parts is folded again without doubles), then remove the parts; returns the records added."""
+    parts = [p for p in parts if p.exists()]
+    if not parts:
+        return 0
+    kept = _good_lines(output) if output.exists() else []
+    seen = {key for key, _ in kept}
+    added = []
+    for part in parts:
+        for key, line in _good_lines(part):
+            if key not in seen:
+                seen.add(key)
+                added.append(line)
+    atomic_write(output, "".join(f"{line}\n" for _, line in kept) + "".join(f"{line}\n" for line in added))
+    for part in parts:
+        part.unlink(missing_ok=True)
+    return len(added)
 
 
 async def run_file_async(
@@ -87,7 +113,7 @@ async def run_file_async(
     questions = (input_path if isinstance(input_path, list) else question_rows(input_path))[:limit]
     output = Path(output_path)
     output.parent.mkdir(parents=True, exist_ok=True)
-    done = _done(output)
+    done = answered(output)
     todo = [(q, s) for q in questions for s in range(samples) if (q["index"], s) not in done]
     gate = asyncio.Semaphore(max(1, workers))
     bar = tqdm(total=len(todo), desc="agent", disable=not progress)

@@ -31,11 +31,15 @@ def _cpuinfo_field(name: str) -> str | None:
     return None
 
 
+def process_context():
+    """The multiprocessing context of every process the package starts: forkserver (else spawn), never fork: the
+    package's processes hold torch's and the notebook kernel's threads, which a forked child would inherit half-way."""
+    return mp.get_context("forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn")
+
+
 def process_pool(workers: int, initializer=None, initargs: tuple = ()) -> ProcessPoolExecutor:
-    """``workers`` worker processes started by forkserver (else spawn), never by fork: the package's processes hold
-    torch's and the notebook kernel's threads, which a forked child would inherit half-way."""
-    method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
-    return ProcessPoolExecutor(workers, mp_context=mp.get_context(method), initializer=initializer, initargs=initargs)
+    """``workers`` worker processes of :func:`process_context`."""
+    return ProcessPoolExecutor(workers, mp_context=process_context(), initializer=initializer, initargs=initargs)
 
 
 def cpu_flags() -> set[str]:

@@ -28,11 +28,10 @@ from typing import Any
 
 import pandas as pd
 
-from ..agent import AgentConfig, load_backend
-from ..agent.file_runs import run_file_async
+from ..agent import AgentConfig
+from ..agent.file_runs import fold_parts
 from ..agent.settings import AgentSettings, model_agent_settings
 from ..core import qa_files as loaders
-from ..core.aio import run_coroutine
 from ..core.checkpoints import model_digest
 from ..core.io import atomic_dir, atomic_path, check_replaceable, read_json, write_json, write_jsonl
 from ..core.paths import CONTROL_DIR, RFT_DIR, RL_STAGE, SFT_STAGE
@@ -40,8 +39,8 @@ from ..core.qa_files import load_questions, made_with, stratified_sample
 from ..core.stage import RUN_PROFILE, SUMMARY
 from ..core.world_store import load_world_questions
 from ..judging.judge import Judge
-from ..tools import make_toolbox
 from . import metrics
+from .answering import answer_questions, part_files
 from .stats import accuracy_ci, accuracy_table, comparison_table, paired_comparison, seed_level
 
 HELDOUT_DIR = "heldout"
@@ -130,6 +129,9 @@ class EvalSettings:
     # On 2 CPU cores the cpu profile's 600 held-out questions took 76 s at 32, 71 s at 64 and 56 s at 128, with the
     # same answers; a large model's per-row KV cache on a GPU wants fewer rows
     workers: int | None = None
+    # processes that answer side by side on the CPU, one thread each (eval.answering): None: one per torch thread
+    # from 128 questions on (2 cores: 600 questions in 78 s against 114 s in one process, the same answers)
+    processes: int | None = None
     device: str = "cpu"
     fast: bool = True  # the local backend's cached decoder (False: transformers generate; same greedy answers)
     dtype: str = "auto"  # auto: float32 on CPU, the saved dtype elsewhere | saved (agent.backends.load_pretrained)
@@ -167,7 +169,7 @@ class EvalSettings:
 
     def protocol(self) -> dict[str, Any]:
         """What decides the answers (not how fast they come: workers, device and the decoder are left out)."""
-        return {k: v for k, v in asdict(self).items() if k not in ("workers", "device", "fast")}
+        return {k: v for k, v in asdict(self).items() if k not in ("workers", "processes", "device", "fast")}
 
 
 def evaluate_model(
@@ -208,26 +210,13 @@ def evaluate_model(
                 "model with this protocol and judge (reused, not recomputed)"
             )
             return done
+    fold_parts(rollouts, part_files(rollouts))  # a killed pass's answers belong to the fingerprint checked next
     loaders.fresh_predictions(rollouts, fingerprint, PLACE_KEYS)
-    backend = load_backend(
-        str(model_dir),
-        device=settings.device,
-        max_batch=max(1, settings.workers),
-        fast=settings.fast,
-        dtype=settings.dtype,
-    )
-    if tools is None:
-        tools = make_toolbox("local", world_dir)
-    cfg = settings.agent_config(int(getattr(backend.model.config, "max_position_embeddings", 8192)))
     rows = [
         {"index": str(r.id), "question": r.question, "gt": r.answer, "data_source": r.source}
         for r in questions.itertuples(index=False)
     ]
-    run_coroutine(
-        run_file_async(
-            rows, rollouts, backend, tools, cfg, samples=settings.samples, workers=settings.workers, progress=progress
-        )
-    )
+    answer_questions(model_dir, rows, rollouts, settings, world_dir=world_dir, tools=tools, progress=progress)
     table = metrics.attach_answers(loaders.load_predictions(rollouts), questions)
     scored = metrics.score(table, judge=judge, progress=False)
     scored = scored.drop(columns=[c for c in DROP_COLUMNS if c in scored.columns]).assign(judge=judged_by)
