@@ -148,7 +148,7 @@ def _print_variant(label, settings, scored, out, seconds, config, peak) -> None:
     per_token = flops_per_token(config, context=context / max(len(rollouts), 1) / 2)
     gflops, share = utilisation(context, seconds, per_token, peak.fp32_gflops)
     print(
-        f"{label:>11}: {n} questions ({settings.workers} at once, {processes_for(settings, n, False)} "
+        f"{label:>11}: {n} questions ({settings.workers} at once, {processes_for(settings, n, own_tools=False)} "
         f"process(es)) in {seconds:.1f} s = {n / seconds:.2f} questions/s, "
         f"{generated / seconds:.0f} generated tokens/s, model work {gflops:.2f} GFLOP/s = "
         f"{100 * share:.2f}% of the fp32 peak (accuracy {scored['correct'].mean():.3f}, "

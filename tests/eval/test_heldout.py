@@ -189,6 +189,7 @@ def test_processes_side_by_side_answer_as_one_process_does_and_resume_a_killed_p
 
     from venus_utils.eval.heldout import EvalSettings, evaluate_model, heldout_questions
     from venus_utils.judging.judge import Judge
+    from venus_utils.tools import make_toolbox
 
     qa = heldout_questions(run, run / "world", 8, seed=4)
     judge = Judge.from_env("offline")
@@ -197,7 +198,10 @@ def test_processes_side_by_side_answer_as_one_process_does_and_resume_a_killed_p
     for n in (1, 2):
         settings = EvalSettings(max_turns=2, max_new_tokens=16, workers=4, processes=n)
         out = tmp_path / f"p{n}.parquet"
-        scored = evaluate_model(run / "model", qa, out, settings, world_dir=run / "world", judge=judge, progress=False)
+        tools = make_toolbox("local", run / "world") if n == 2 else None  # the caller's local tools, built again
+        scored = evaluate_model(
+            run / "model", qa, out, settings, world_dir=run / "world", tools=tools, judge=judge, progress=False
+        )
         answers[n] = scored.sort_values("id")[key].values.tolist()
         assert not list(tmp_path.glob(f"p{n}.jsonl.part*"))
     assert answers[1] == answers[2] and len(answers[2]) == 8
@@ -271,6 +275,19 @@ def test_a_killed_caller_leaves_no_answering_process_and_its_answers_resume(run,
     assert list(tmp_path.glob("killed.jsonl.part*.jsonl"))  # what they answered waits for the next call
 
 
+def test_local_tools_say_how_to_build_them_again_and_changed_or_web_tools_do_not(run):
+    from venus_utils.tools import make_toolbox
+
+    local = make_toolbox("local", run / "world", top_k=3)
+    args = local.rebuild_args()
+    assert args == {"backend": "local", "world_dir": str(run / "world"), "timeout": 150.0, "top_k": 3}
+    again = make_toolbox(**args)
+    assert again.call_sync("search", {"query": "capital"}) == local.call_sync("search", {"query": "capital"})
+    local.search_backend = object()  # changed by hand: another process could not build these
+    assert local.rebuild_args() is None
+    assert make_toolbox("web").rebuild_args() is None
+
+
 def test_how_many_processes_answer():
     import torch
 
@@ -278,17 +295,21 @@ def test_how_many_processes_answer():
     from venus_utils.eval.heldout import EvalSettings
 
     auto = EvalSettings()
-    assert processes_for(auto, 10_000, tools_given=True) == 1  # the caller's tools cannot travel
-    assert processes_for(EvalSettings(device="cuda", processes=4), 10_000, tools_given=False) == 1
-    assert processes_for(EvalSettings(processes=3), 2, tools_given=False) == 2  # never more than the questions
-    assert processes_for(auto, MIN_QUESTIONS_PER_PROCESS - 1, tools_given=False) == 1
+    assert processes_for(auto, 10_000, own_tools=True) == 1  # the caller's tools cannot travel
+    assert processes_for(EvalSettings(device="cuda", processes=4), 10_000, own_tools=False) == 1
+    assert processes_for(EvalSettings(processes=3), 2, own_tools=False) == 2  # never more than the questions
+    assert processes_for(auto, MIN_QUESTIONS_PER_PROCESS - 1, own_tools=False) == 1
     threads = torch.get_num_threads()
     try:
         torch.set_num_threads(2)
-        assert processes_for(auto, 2 * MIN_QUESTIONS_PER_PROCESS, tools_given=False) == 2
-        assert processes_for(auto, 2 * MIN_QUESTIONS_PER_PROCESS - 1, tools_given=False) == 1
+        assert processes_for(auto, 2 * MIN_QUESTIONS_PER_PROCESS, own_tools=False) == 2
+        assert processes_for(auto, 2 * MIN_QUESTIONS_PER_PROCESS - 1, own_tools=False) == 1
+        gib = 1 << 30  # a model of 8 GiB of weights: the free memory decides
+        assert processes_for(auto, 10_000, own_tools=False, model_bytes=8 * gib, available=70 * gib) == 2
+        assert processes_for(auto, 10_000, own_tools=False, model_bytes=8 * gib, available=40 * gib) == 1
+        assert processes_for(auto, 10_000, own_tools=False, model_bytes=8 * gib, available=1 * gib) == 1
         torch.set_num_threads(1)
-        assert processes_for(auto, 10_000, tools_given=False) == 1
+        assert processes_for(auto, 10_000, own_tools=False) == 1
     finally:
         torch.set_num_threads(threads)
 

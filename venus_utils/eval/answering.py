@@ -31,24 +31,36 @@ from ..core.progress import ENV as PROGRESS_ENV
 from ..core.progress import report as report_progress
 from ..tools import make_toolbox
 
-#: processes answer side by side from this many questions each (below, the processes' start, ~4 s each, costs more
+#: processes answer side by side from this many questions each (below, the processes' start, ~5 s each, costs more
 #: than they save), at most :data:`MAX_PROCESSES`
 MIN_QUESTIONS_PER_PROCESS = 64
 MAX_PROCESSES = 8
+#: the memory one answering process is given, as a multiple of its model's weights on disk (float32 weights from a
+#: bf16 file, the KV caches of its questions, the world's tools); processes beyond what the free memory holds are
+#: not started
+MEMORY_PER_WEIGHT_BYTE = 4
 
 
-def processes_for(settings: Any, questions: int, tools_given: bool) -> int:
+def processes_for(
+    settings: Any, questions: int, *, own_tools: bool, model_bytes: int = 0, available: int | None = None
+) -> int:
     """How many processes answer ``questions`` questions: ``settings.processes`` when set, else on the CPU one per
     thread of this process (``torch.get_num_threads()``, at most :data:`MAX_PROCESSES`) while each gets at least
-    :data:`MIN_QUESTIONS_PER_PROCESS` questions; one on a GPU, and one when the caller passes its own tools (they
-    cannot travel to another process)."""
-    if tools_given or not str(settings.device).startswith("cpu"):
+    :data:`MIN_QUESTIONS_PER_PROCESS` questions and the free memory (``available`` bytes, default: the machine's)
+    holds :data:`MEMORY_PER_WEIGHT_BYTE` x ``model_bytes`` for each. One on a GPU, and one when another process
+    cannot build the tools again (``own_tools``: web tools, tools changed by hand, or neither tools nor a world)."""
+    if own_tools or not str(settings.device).startswith("cpu"):
         return 1
     if settings.processes is not None:
         return max(1, min(int(settings.processes), questions))
+    import psutil
     import torch
 
-    return max(1, min(torch.get_num_threads(), MAX_PROCESSES, questions // MIN_QUESTIONS_PER_PROCESS))
+    n = min(torch.get_num_threads(), MAX_PROCESSES, questions // MIN_QUESTIONS_PER_PROCESS)
+    if model_bytes:
+        free = psutil.virtual_memory().available if available is None else available
+        n = min(n, free // (MEMORY_PER_WEIGHT_BYTE * model_bytes))
+    return max(1, int(n))
 
 
 def answer_questions(
@@ -67,7 +79,13 @@ def answer_questions(
     rollouts.parent.mkdir(parents=True, exist_ok=True)
     done = answered(rollouts)
     todo = [r for r in rows if any((str(r["index"]), s) not in done for s in range(settings.samples))]
-    n = processes_for(settings, len(todo), tools is not None)
+    weights = sum(f.stat().st_size for f in Path(model_dir).glob("*.safetensors")) if Path(model_dir).is_dir() else 0
+    # the tools each process builds for itself: the caller's local tools again, or the world's
+    if tools is not None:
+        rebuild = tools.rebuild_args() if hasattr(tools, "rebuild_args") else None
+    else:
+        rebuild = {"backend": "local", "world_dir": str(world_dir)} if world_dir is not None else None
+    n = processes_for(settings, len(todo), own_tools=rebuild is None, model_bytes=weights)
     if n <= 1:
         _answer(model_dir, rows, rollouts, settings, world_dir=world_dir, tools=tools, progress=progress)
         return
@@ -81,7 +99,7 @@ def answer_questions(
     procs = [
         ctx.Process(
             target=_answer_part,
-            args=(model_dir, shares[i], parts[i], settings, world_dir, threads, workers, os.getpid()),
+            args=(model_dir, shares[i], parts[i], settings, rebuild, threads, workers, os.getpid()),
             name=f"venus-heldout-{i}",
         )
         for i in range(n)
@@ -156,16 +174,18 @@ def _answer(model_dir, rows, rollouts, settings, *, world_dir, tools, progress, 
     )
 
 
-def _answer_part(model_dir, rows, part, settings, world_dir, threads, workers, caller: int) -> None:
-    """One process of :func:`answer_questions`: ``threads`` torch threads, its share of the questions into ``part``
-    (the calling process reports the progress: this one's count would overwrite it). It ends when the process
-    ``caller`` is gone (killed without the chance to end it): its answers so far stay in the part file."""
+def _answer_part(model_dir, rows, part, settings, tools_args, threads, workers, caller: int) -> None:
+    """One process of :func:`answer_questions`: ``threads`` torch threads, the tools ``make_toolbox(**tools_args)``,
+    its share of the questions into ``part`` (the calling process reports the progress: this one's count would
+    overwrite it). It ends when the process ``caller`` is gone (killed without the chance to end it): its answers
+    so far stay in the part file."""
     import torch
 
     threading.Thread(target=_end_without, args=(caller,), name="venus-caller-watch", daemon=True).start()
     os.environ.pop(PROGRESS_ENV, None)
     torch.set_num_threads(threads)
-    _answer(model_dir, rows, part, settings, world_dir=world_dir, tools=None, progress=False, workers=workers)
+    tools = make_toolbox(**tools_args)
+    _answer(model_dir, rows, part, settings, world_dir=None, tools=tools, progress=False, workers=workers)
 
 
 def _end_without(pid: int, every_s: float = 1.0) -> None:

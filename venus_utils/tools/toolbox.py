@@ -39,6 +39,15 @@ class Toolbox:
     visit_backend: Any
     timeout: float = 150.0  # seconds per tool call, DR-Venus's RL tool timeout
     stats: dict = field(default_factory=lambda: {"calls": 0, "errors": 0, "timeouts": 0})
+    # the make_toolbox arguments that build the same local tools in another process (None: not rebuildable)
+    made_with: dict | None = None
+
+    def rebuild_args(self) -> dict | None:
+        """The :func:`make_toolbox` arguments that build these tools again elsewhere (another process answering
+        a share of the questions), or None: web tools, or backends changed since :func:`make_toolbox` built them."""
+        if self.made_with is None or type(self.search_backend) is not LocalSearch:
+            return None
+        return dict(self.made_with) if type(self.visit_backend) is LocalVisit else None
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -122,6 +131,7 @@ def make_toolbox(
             LocalSearch.from_world(world_dir, **search_knobs),
             LocalVisit.from_world(world_dir, **visit_knobs),
             timeout=timeout,
+            made_with={"backend": "local", "world_dir": str(world_dir), "timeout": timeout, **knobs},
         )
     if backend in ("web", "serper", "jina"):
         cache = str(cache_dir) if cache_dir else None
