@@ -223,7 +223,7 @@ def test_processes_side_by_side_answer_as_one_process_does_and_resume_a_killed_p
     assert {str(r["index"]) for r in asked} | {str(r["index"]) for r in kept} == set(by_id.index)
 
     part.write_text(json.dumps(kept[0]) + "\n")  # a part left by a pass of another protocol: dropped with it
-    other = EvalSettings(max_turns=1, max_new_tokens=16, workers=4, processes=2)
+    other = EvalSettings(max_turns=1, max_new_tokens=16, workers=4, processes=1)  # folded before any answering
     fresh = evaluate_model(run / "model", qa, out, other, world_dir=run / "world", judge=judge, progress=False)
     assert "written by the killed pass" not in set(fresh["prediction"]) and not part.exists()
 
