@@ -275,6 +275,28 @@ def test_a_killed_caller_leaves_no_answering_process_and_its_answers_resume(run,
     assert list(tmp_path.glob("killed.jsonl.part*.jsonl"))  # what they answered waits for the next call
 
 
+def test_a_pass_in_processes_fails_in_one_line_or_names_where_its_answers_are(run, tmp_path):
+    """A missing world is the one-line error it is in one process; processes that fail (their world deleted after
+    the caller built its tools) end the pass with the part files named."""
+    import shutil
+
+    from venus_utils.eval.heldout import EvalSettings, evaluate_model, heldout_questions
+    from venus_utils.judging.judge import Judge
+    from venus_utils.tools import make_toolbox
+
+    qa = heldout_questions(run, run / "world", 8, seed=4)
+    settings = EvalSettings(max_turns=2, max_new_tokens=16, workers=4, processes=2)
+    judge = Judge.from_env("offline")
+    with pytest.raises(FileNotFoundError, match="world folder not found"):
+        evaluate_model(run / "model", qa, tmp_path / "a.parquet", settings, world_dir=tmp_path / "none", judge=judge)
+    world = tmp_path / "world"
+    shutil.copytree(run / "world", world)
+    tools = make_toolbox("local", world)
+    shutil.rmtree(world)
+    with pytest.raises(RuntimeError, match=r"process \d of 2 exited with code 1 .* b\.jsonl\.part\*\.jsonl"):
+        evaluate_model(run / "model", qa, tmp_path / "b.parquet", settings, tools=tools, judge=judge, progress=False)
+
+
 def test_local_tools_say_how_to_build_them_again_and_changed_or_web_tools_do_not(run):
     from venus_utils.tools import make_toolbox
 

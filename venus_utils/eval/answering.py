@@ -18,6 +18,7 @@ import math
 import os
 import threading
 import time
+from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from tqdm.auto import tqdm
 from ..agent import load_backend
 from ..agent.file_runs import answered, fold_parts, run_file_async
 from ..core.aio import run_coroutine
+from ..core.checkpoints import check_model
 from ..core.perf import process_context
 from ..core.progress import ENV as PROGRESS_ENV
 from ..core.progress import report as report_progress
@@ -80,15 +82,15 @@ def answer_questions(
     done = answered(rollouts)
     todo = [r for r in rows if any((str(r["index"]), s) not in done for s in range(settings.samples))]
     weights = sum(f.stat().st_size for f in Path(model_dir).glob("*.safetensors")) if Path(model_dir).is_dir() else 0
-    # the tools each process builds for itself: the caller's local tools again, or the world's
-    if tools is not None:
-        rebuild = tools.rebuild_args() if hasattr(tools, "rebuild_args") else None
-    else:
-        rebuild = {"backend": "local", "world_dir": str(world_dir)} if world_dir is not None else None
+    if tools is None and world_dir is not None:
+        tools = make_toolbox("local", world_dir)  # a missing world is one line here, not a process's traceback
+    # the tools each process builds for itself from the arguments that built these (None: they cannot be)
+    rebuild = tools.rebuild_args() if hasattr(tools, "rebuild_args") else None
     n = processes_for(settings, len(todo), own_tools=rebuild is None, model_bytes=weights)
     if n <= 1:
-        _answer(model_dir, rows, rollouts, settings, world_dir=world_dir, tools=tools, progress=progress)
+        _answer(model_dir, rows, rollouts, settings, tools=tools, progress=progress)
         return
+    check_model(model_dir)  # a damaged model is one line here too
     import torch
 
     threads = max(1, torch.get_num_threads() // n)
@@ -108,13 +110,14 @@ def answer_questions(
     try:
         for p in procs:
             p.start()
-        while any(p.is_alive() for p in procs):
-            time.sleep(1.0)
+        failed: list[tuple[int, int]] = []
+        while not failed and any(p.is_alive() for p in procs):
+            wait([p.sentinel for p in procs if p.is_alive()], timeout=1.0)  # a second, or until one ends
             count = sum(_lines(part) for part in parts)
             bar.update(count - bar.n)
             report_progress("questions answered", count, bar.total)
-        failed = [(i, p.exitcode) for i, p in enumerate(procs) if p.exitcode != 0]
-        if failed:
+            failed = [(i, p.exitcode) for i, p in enumerate(procs) if p.exitcode not in (None, 0)]
+        if failed:  # the others are ended below: their answers so far are kept
             i, code = failed[0]
             raise RuntimeError(
                 f"held-out answering: process {i + 1} of {n} exited with code {code} (its error is printed above); "
@@ -148,8 +151,9 @@ def _lines(path: Path) -> int:
         return 0
 
 
-def _answer(model_dir, rows, rollouts, settings, *, world_dir, tools, progress, workers=None) -> None:
-    """This process answers ``rows`` into ``rollouts``."""
+def _answer(model_dir, rows, rollouts, settings, *, tools, progress, workers=None) -> None:
+    """This process answers ``rows`` into ``rollouts`` with ``tools`` (None: the local tools need a world, and
+    :func:`make_toolbox` says so)."""
     backend = load_backend(
         str(model_dir),
         device=settings.device,
@@ -158,7 +162,7 @@ def _answer(model_dir, rows, rollouts, settings, *, world_dir, tools, progress, 
         dtype=settings.dtype,
     )
     if tools is None:
-        tools = make_toolbox("local", world_dir)
+        tools = make_toolbox("local", None)
     cfg = settings.agent_config(int(getattr(backend.model.config, "max_position_embeddings", 8192)))
     run_coroutine(
         run_file_async(
@@ -185,7 +189,7 @@ def _answer_part(model_dir, rows, part, settings, tools_args, threads, workers, 
     os.environ.pop(PROGRESS_ENV, None)
     torch.set_num_threads(threads)
     tools = make_toolbox(**tools_args)
-    _answer(model_dir, rows, part, settings, world_dir=None, tools=tools, progress=False, workers=workers)
+    _answer(model_dir, rows, part, settings, tools=tools, progress=False, workers=workers)
 
 
 def _end_without(pid: int, every_s: float = 1.0) -> None:
