@@ -22,6 +22,7 @@ from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
 
+import psutil
 from tqdm.auto import tqdm
 
 from ..agent import load_backend
@@ -55,7 +56,6 @@ def processes_for(
         return 1
     if settings.processes is not None:
         return max(1, min(int(settings.processes), questions))
-    import psutil
     import torch
 
     n = min(torch.get_num_threads(), MAX_PROCESSES, questions // MIN_QUESTIONS_PER_PROCESS)
